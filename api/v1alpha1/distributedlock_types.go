@@ -1,0 +1,45 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DistributedLock declares a lock and the pods that may hold it. The controller grants it to
+// one eligible candidate at a time, records each grant in etcd and publishes the holder with
+// a fencing token that strictly increases across grants.
+//
+// The transition rules below sit on the root of the schema because a field-level rule is
+// skipped when the new object omits the field: an update with no status at all must still be
+// refused when it would lower or remove maxFencingToken or controllerEpoch.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dlock,categories=lockwarden
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`
+// +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.eligibleCandidates`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.maxFencingToken) ? self.status.maxFencingToken : 0) >= (has(oldSelf.status) && has(oldSelf.status.maxFencingToken) ? oldSelf.status.maxFencingToken : 0)",message="status.maxFencingToken may not decrease or be removed",fieldPath=".status.maxFencingToken",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.controllerEpoch) ? self.status.controllerEpoch : 0) >= (has(oldSelf.status) && has(oldSelf.status.controllerEpoch) ? oldSelf.status.controllerEpoch : 0)",message="status.controllerEpoch may not decrease or be removed",fieldPath=".status.controllerEpoch",reason=FieldValueForbidden
+type DistributedLock struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec declares the lock: its candidates, timing and how a holder is chosen.
+	// +required
+	Spec DistributedLockSpec `json:"spec"`
+
+	// Status is written by the controller only.
+	// +optional
+	Status DistributedLockStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// DistributedLockList is a list of DistributedLocks.
+type DistributedLockList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DistributedLock `json:"items"`
+}

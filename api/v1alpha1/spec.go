@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Strategy says how the controller chooses a holder among eligible candidates.
+// +kubebuilder:validation:Enum=OldestReady;FirstReady;Preferred
+type Strategy string
+
+const (
+	// StrategyOldestReady grants the oldest eligible pod by creation time, ties broken by name.
+	StrategyOldestReady Strategy = "OldestReady"
+	// StrategyFirstReady grants the first pod the controller saw eligible.
+	StrategyFirstReady Strategy = "FirstReady"
+	// StrategyPreferred grants spec.preferredHolder once it has been continuously eligible
+	// for the lock delay, preempting another holder through Releasing; until then it behaves
+	// as OldestReady.
+	StrategyPreferred Strategy = "Preferred"
+)
+
+// Defaults applied when a field is unset.
+const (
+	// DefaultLeaseDurationSeconds is the default of spec.leaseDurationSeconds.
+	DefaultLeaseDurationSeconds = 15
+	// MinLeaseDurationSeconds is the shortest lease a lock may declare.
+	MinLeaseDurationSeconds = 2
+	// MaxLeaseDurationSeconds is the longest lease (and lock delay) a lock may declare.
+	MaxLeaseDurationSeconds = 3600
+)
+
+// DistributedLockSpec declares a lock.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.lockDelaySeconds) || self.lockDelaySeconds >= self.leaseDurationSeconds",message="lockDelaySeconds must be at least leaseDurationSeconds",fieldPath=".lockDelaySeconds",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="self.strategy != 'Preferred' || has(self.preferredHolder)",message="preferredHolder is required when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.preferredHolder) || self.strategy == 'Preferred'",message="preferredHolder may be set only when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueForbidden
+type DistributedLockSpec struct {
+	// Candidates selects the pods, in the lock's namespace, that may hold the lock.
+	// +required
+	Candidates Candidates `json:"candidates"`
+
+	// LeaseDurationSeconds is how long a holder may act without confirming that it still
+	// holds the lock (its pod re-reads the status at least every third of it).
+	// +kubebuilder:default=15
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
+
+	// LockDelaySeconds is how long the controller waits, after publishing that a term is
+	// ending (phase Releasing), before it grants the lock to another pod. Unset means equal to
+	// leaseDurationSeconds; when set it must be at least leaseDurationSeconds.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	LockDelaySeconds *int32 `json:"lockDelaySeconds,omitempty"`
+
+	// Strategy chooses the holder among eligible candidates: OldestReady (default),
+	// FirstReady, or Preferred (requires preferredHolder).
+	// +kubebuilder:default=OldestReady
+	// +optional
+	Strategy Strategy `json:"strategy,omitempty"`
+
+	// PreferredHolder is the name of the pod to prefer; only with strategy Preferred.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PreferredHolder string `json:"preferredHolder,omitempty"`
+
+	// Suspend ends the current term (through Releasing) and grants nothing while true.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Candidates selects the pods that may hold a lock.
+type Candidates struct {
+	// Selector matches candidate pods by label. It must not be empty: a lock that selects
+	// every pod in the namespace is almost always a mistake.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must have at least one matchLabels entry or matchExpressions requirement",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be one of In, NotIn, Exists, DoesNotExist",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",reason=FieldValueInvalid
+	Selector *metav1.LabelSelector `json:"selector"`
+}
+
+// EffectiveLockDelaySeconds is spec.lockDelaySeconds, or spec.leaseDurationSeconds when unset.
+func (s *DistributedLockSpec) EffectiveLockDelaySeconds() int32 {
+	if s.LockDelaySeconds != nil {
+		return *s.LockDelaySeconds
+	}
+	return s.LeaseDurationSeconds
+}

@@ -1,0 +1,115 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Phase is where a lock is in its term lifecycle.
+// +kubebuilder:validation:Enum=Pending;Held;Releasing;Suspended
+type Phase string
+
+const (
+	// PhasePending means no holder; waiting for an eligible candidate.
+	PhasePending Phase = "Pending"
+	// PhaseHeld means the holder named in status may act, with status.fencingToken.
+	PhaseHeld Phase = "Held"
+	// PhaseReleasing means the term is ending. The holder must stop; the controller waits the
+	// lock delay from the acknowledgement of this status before granting anyone else.
+	PhaseReleasing Phase = "Releasing"
+	// PhaseSuspended means spec.suspend is true and no term is open.
+	PhaseSuspended Phase = "Suspended"
+)
+
+// HistoryLimit is how many terms status.history keeps, newest first.
+const HistoryLimit = 10
+
+// DistributedLockStatus is the lock as the controller last published it. The fencing token
+// is the etcd CreateRevision of the lock's key; a pod leads only while a consistent read of
+// this status names its UID with phase Held.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.fencingToken) || (has(self.maxFencingToken) && self.fencingToken <= self.maxFencingToken)",message="fencingToken may not exceed maxFencingToken",fieldPath=".fencingToken",reason=FieldValueInvalid
+type DistributedLockStatus struct {
+	// Phase is Pending, Held, Releasing or Suspended.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Holder is the name of the holding pod, for display. Identity is holderUID.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+
+	// HolderUID is the UID of the holding pod.
+	// +optional
+	HolderUID types.UID `json:"holderUID,omitempty"`
+
+	// FencingToken is the current term's token: pass it to every resource you write.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// MaxFencingToken is the highest token ever published for this lock. It never decreases
+	// and is never removed (enforced by the API server).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxFencingToken int64 `json:"maxFencingToken,omitempty"`
+
+	// ControllerEpoch is the election token of the controller replica that last wrote this
+	// status. It never decreases and is never removed (enforced by the API server), so a
+	// deposed controller cannot roll the status back.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ControllerEpoch int64 `json:"controllerEpoch,omitempty"`
+
+	// TermLeaseSeconds is the lease duration the current holder was granted under.
+	// +optional
+	TermLeaseSeconds int32 `json:"termLeaseSeconds,omitempty"`
+
+	// LeaseID is the etcd lease (hex) the grant is attached to.
+	// +optional
+	LeaseID string `json:"leaseID,omitempty"`
+
+	// AcquireTime is when the current term was granted (for display only; no decision uses it).
+	// +optional
+	AcquireTime *metav1.Time `json:"acquireTime,omitempty"`
+
+	// Transitions counts the grants to a different holder over the lock's life.
+	// +optional
+	Transitions int64 `json:"transitions,omitempty"`
+
+	// EligibleCandidates is the number of eligible candidate pods, debounced.
+	// +optional
+	EligibleCandidates int32 `json:"eligibleCandidates,omitempty"`
+
+	// ObservedGeneration is the spec generation this status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Held, EtcdAvailable and Valid.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// History holds the last terms, newest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	History []Term `json:"history,omitempty"`
+}
+
+// Term records one grant of the lock.
+type Term struct {
+	// Holder is the pod name.
+	Holder string `json:"holder"`
+	// HolderUID is the pod UID.
+	HolderUID types.UID `json:"holderUID"`
+	// Token is the term's fencing token.
+	Token int64 `json:"token"`
+	// Acquired is when the term was granted.
+	Acquired metav1.Time `json:"acquired"`
+	// Ended is when the term ended; unset while it is open.
+	// +optional
+	Ended *metav1.Time `json:"ended,omitempty"`
+	// Reason is why the term began (Granted, Regranted) or ended (see the Reason constants).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}

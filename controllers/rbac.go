@@ -1,0 +1,12 @@
+package controllers
+
+// The permissions the manager needs, generated into config/rbac by `make manifests`. The
+// election runs in etcd, so no coordination.k8s.io access is needed.
+
+// +kubebuilder:rbac:groups=lockwarden.io,resources=distributedlocks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=lockwarden.io,resources=distributedlocks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=lockwarden.io,resources=distributedlocks/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
