@@ -1,0 +1,60 @@
+// Package fence checks fencing tokens where it matters: at the resource.
+//
+// A lock from package lease is a lease: a paused or partitioned holder can
+// go on believing it holds the lock after it expired and someone else took
+// it. Timing narrows that window; only the resource can close it. Every grant
+// carries a token (the lock key's etcd CreateRevision) that is larger than
+// every earlier grant's, so a resource that remembers the highest token it
+// has accepted and refuses lower ones cannot be written by an ex-holder once
+// the new holder has written (or raised the fence) there.
+//
+// What this package offers, by kind of resource:
+//
+//   - etcd itself: Put and Txn apply a write only if the lock is still held,
+//     with the lock's IsOwner() compare in the same transaction.
+//   - a server you write: Monotonic is the admit check to run, under the
+//     same lock as the write it admits.
+//   - a question to etcd: Check says whether a token is still the current
+//     grant of a lock. It is a read: by the time the answer arrives the lock
+//     may have changed hands, so Check suits diagnostics and readiness, not
+//     guarding a write (use the resource's own fence for that).
+//
+// # The SQL form
+//
+// A SQL resource keeps the fence in a row and checks it in the same
+// statement or transaction as the write:
+//
+//	-- A write: applies only if no newer holder has been here.
+//	UPDATE accounts SET balance = $2, fence = $t
+//	 WHERE id = $1 AND fence <= $t;
+//	-- 0 rows updated: the token is stale; stop acting as the holder.
+//
+// "<=" lets one holder write many times under its token. When two processes
+// could present the same token (a holder restarted under the same grant),
+// record the writer too and require
+// "fence < $t OR (fence = $t AND writer = $w)", as Monotonic does.
+//
+// Reads that feed a write need the fence too: a read-modify-write by an
+// ex-holder reads state, pauses, and writes a value computed from a stale
+// read. Raise the fence before reading, in the same transaction:
+//
+//	BEGIN;
+//	UPDATE fences SET token = $t WHERE name = 'payments' AND token <= $t;
+//	-- 0 rows: stale, ROLLBACK.
+//	SELECT balance FROM accounts WHERE id = $1 FOR UPDATE;
+//	UPDATE accounts SET balance = $2 WHERE id = $1;
+//	COMMIT;
+//
+// A new holder's first act should be to raise the fence at every resource it
+// will read from, so that an ex-holder's later writes fail.
+//
+// # What the token requires
+//
+// The resource must compare and record atomically with the write (one
+// statement, one transaction, one lock), must keep the highest token across
+// its own restarts (persist it with the data), and must see every writer's
+// token (a path that writes without one is not fenced). Tokens only grow
+// within one etcd lineage: after restoring etcd from a backup without
+// "etcdutl snapshot restore --bump-revision", tokens can go back, and a
+// fenced resource will (correctly) refuse the new holders.
+package fence

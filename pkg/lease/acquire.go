@@ -1,0 +1,262 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TryAcquire takes the lock named key for holder, or fails at once. It is
+// one transaction:
+//
+//	If(CreateRevision(key) == 0, tombstone absent, queue empty, guards...)
+//	Then(Put(key, {holder, record}, WithLease(session)))
+//
+// so it never barges past blocking waiters. A held key yields a *HeldError
+// (ErrLocked); a queue or a lock-delay yields ErrLocked; a failed WithGuard
+// compare yields ErrGuardFailed. holder is opaque: a controller can take
+// many keys on one session on behalf of many holders. If the transaction's
+// outcome is unknown (an error), a key it may have created is deleted again.
+func (s *Session) TryAcquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
+	l, err := s.tryAcquire(ctx, key, holder, opts)
+	if err != nil {
+		return nil, fmt.Errorf("try acquire %s: %w", key, err)
+	}
+	return l, nil
+}
+
+func (s *Session) tryAcquire(ctx context.Context, key, holder string, opts []LockOption) (l *Lock, err error) {
+	cfg, err := s.prepare(key, holder, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.claim(key, true); err != nil {
+		return nil, err
+	}
+	defer s.unclaim(key)
+	v := value{Holder: holder, Record: cfg.record}
+	l, _, err = s.grab(ctx, key, v, cfg, nil)
+	if errors.Is(err, errAmbiguous) {
+		s.dropOrphan(ctx, key, v)
+	}
+	return l, err
+}
+
+// prepare validates the arguments of an acquire.
+func (s *Session) prepare(key, holder string, opts []LockOption) (lockConfig, error) {
+	if err := s.eng.check(key); err != nil {
+		return lockConfig{}, err
+	}
+	if err := validateHolder(holder); err != nil {
+		return lockConfig{}, err
+	}
+	return newLockConfig(opts)
+}
+
+// claim marks key as being acquired by this session. Two acquires (or an
+// acquire and an adopt) of one key in one session never overlap, so a key of
+// ours that an interrupted acquire may have created can be told apart.
+// With heldOK, a key this session holds is no obstacle (TryAcquire asks etcd,
+// which answers with a HeldError).
+func (s *Session) claim(key string, heldOK bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.busy[key]:
+		return fmt.Errorf("%w: another acquire of this key is in flight", ErrBusy)
+	case !heldOK && s.locks[key] != nil:
+		return fmt.Errorf("%w: this session holds the key with token %d", ErrBusy, s.locks[key].token)
+	}
+	s.busy[key] = true
+	return nil
+}
+
+func (s *Session) unclaim(key string) {
+	s.mu.Lock()
+	delete(s.busy, key)
+	s.mu.Unlock()
+}
+
+// errAmbiguous marks a transaction whose outcome is unknown.
+var errAmbiguous = errors.New("outcome unknown")
+
+// obstacle is what kept an acquire transaction from applying, as read by its
+// Else branch at the transaction's revision.
+type obstacle struct {
+	holder  *mvccpb.KeyValue // the lock key, if held
+	tomb    *mvccpb.KeyValue // the tombstone, if a ForceRelease lock-delay is in effect
+	waiters int64            // TryAcquire: queued waiters
+	pred    *mvccpb.KeyValue // queued: the waiter just ahead of us
+	lost    bool             // queued: our waiter entry is gone
+	sent    instant          // when the transaction was sent
+}
+
+// blocked reports whether anything but a guard stood in the way.
+func (o obstacle) blocked() bool {
+	return o.holder != nil || o.tomb != nil || o.waiters > 0 || o.pred != nil || o.lost
+}
+
+// grab runs one acquire transaction. With w == nil it is TryAcquire's (the
+// queue must be empty); with a waiter it is the head of the queue's (w's
+// entry must exist and no entry may be older), and it deletes w's entry in
+// the same transaction. The returned error wraps errAmbiguous when etcd's
+// answer was not received.
+func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig, w *waiter) (*Lock, obstacle, error) {
+	e := s.eng
+	path, tomb, qdir := e.Path(key), e.tombPath(key), e.queueDir(key)
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(path), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
+	}
+	then := []clientv3.Op{clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id))}
+	els := []clientv3.Op{
+		clientv3.OpGet(path),
+		clientv3.OpGet(tomb, clientv3.WithKeysOnly()),
+	}
+	if w == nil {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix())
+		els = append(els, clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+	} else {
+		// Every entry's CreateRevision >= ours: we are the oldest waiter.
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev),
+			clientv3.Compare(clientv3.CreateRevision(qdir), ">", w.rev-1).WithPrefix())
+		then = append(then, clientv3.OpDelete(w.path))
+		els = append(els,
+			clientv3.OpGet(w.path, clientv3.WithKeysOnly()),
+			clientv3.OpGet(qdir, append(clientv3.WithLastCreate(),
+				clientv3.WithMaxCreateRev(w.rev-1), clientv3.WithKeysOnly())...))
+	}
+	cmps = append(cmps, cfg.guards...)
+
+	sent := now()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		return nil, obstacle{sent: sent}, fmt.Errorf("%w: %w", errAmbiguous, err)
+	}
+	if resp.Succeeded {
+		l := s.newLock(key, resp.Header.Revision, v)
+		if err := s.register(ctx, l, sent, resp.Header.Revision+1, true); err != nil {
+			return nil, obstacle{}, err
+		}
+		return l, obstacle{}, nil
+	}
+
+	o := obstacle{sent: sent}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		o.holder = kvs[0]
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		o.tomb = kvs[0]
+	}
+	if w == nil {
+		o.waiters = resp.Responses[2].GetResponseRange().Count
+	} else {
+		own := resp.Responses[2].GetResponseRange().Kvs
+		o.lost = len(own) == 0 || own[0].CreateRevision != w.rev
+		if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
+			o.pred = kvs[0]
+		}
+	}
+	switch {
+	case o.holder != nil:
+		hv := decodeValue(o.holder.Value)
+		return nil, o, &HeldError{Holder: hv.Holder, Token: o.holder.CreateRevision, Lease: clientv3.LeaseID(o.holder.Lease)}
+	case o.tomb != nil:
+		return nil, o, fmt.Errorf("%w: lock-delay after a forced release", ErrLocked)
+	case o.waiters > 0:
+		return nil, o, fmt.Errorf("%w: %d waiters queued", ErrLocked, o.waiters)
+	case o.blocked():
+		return nil, o, fmt.Errorf("%w: waiting in the queue", ErrLocked)
+	}
+	return nil, o, ErrGuardFailed
+}
+
+// register starts tracking a lock that etcd confirmed at a transaction sent
+// at sent; fromRev is where its watch starts. If the session ended meanwhile,
+// or the confirmation came back after the validity it would give had already
+// passed, it returns an error, and a fresh key (one this call created, not an
+// adopted one) is deleted again.
+func (s *Session) register(ctx context.Context, l *Lock, sent instant, fromRev int64, fresh bool) error {
+	n := now()
+	s.mu.Lock()
+	l.ownUntil = sent.add(s.ttl - s.margin)
+	ok, p := s.validLocked(n)
+	var err error
+	switch {
+	case !ok:
+		err = s.err
+	case n >= l.ownUntil:
+		err = fmt.Errorf("%w: the acquire took longer than TTL - margin", ErrExpired)
+	default:
+		s.locks[l.key] = l
+		s.wg.Add(1)
+		go l.monitor(fromRev)
+	}
+	s.mu.Unlock()
+	p.run()
+	if err == nil {
+		return nil
+	}
+	l.err, l.endedAt = err, n
+	l.finish()
+	close(l.exited)
+	if !fresh {
+		return err
+	}
+	cctx, cancel := s.cleanupContext(ctx)
+	defer cancel()
+	_, _ = s.cli.Txn(cctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.path)).Commit()
+	return err
+}
+
+// cleanupContext bounds the clean-up after a failed or cancelled call: it
+// keeps ctx's values but not its cancellation, since a cancelled caller is
+// the usual reason for cleaning up.
+func (s *Session) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
+}
+
+// orphan returns the lock key if an acquire transaction whose answer was
+// lost did create it: the key is on our lease, carries our value, and no Lock
+// of this session tracks it (claim keeps other acquires of the key in this
+// session out meanwhile). It returns nil if there is none or on error.
+func (s *Session) orphan(ctx context.Context, key string, v value) *mvccpb.KeyValue {
+	resp, err := s.cli.Get(ctx, s.eng.Path(key))
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil
+	}
+	kv := resp.Kvs[0]
+	if clientv3.LeaseID(kv.Lease) != s.id || string(kv.Value) != v.encode() || s.tracks(key, kv.CreateRevision) {
+		return nil
+	}
+	return kv
+}
+
+// dropOrphan deletes the key an interrupted acquire created, if any.
+func (s *Session) dropOrphan(ctx context.Context, key string, v value) {
+	cctx, cancel := s.cleanupContext(ctx)
+	defer cancel()
+	kv := s.orphan(cctx, key, v)
+	if kv == nil {
+		return
+	}
+	path := s.eng.Path(key)
+	_, _ = s.cli.Txn(cctx).If(
+		clientv3.Compare(clientv3.CreateRevision(path), "=", kv.CreateRevision),
+		clientv3.Compare(clientv3.LeaseValue(path), "=", s.id),
+	).Then(clientv3.OpDelete(path)).Commit()
+}
+
+// tracks reports whether a live Lock of this session holds key at token.
+func (s *Session) tracks(key string, token int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.locks[key]
+	return l != nil && l.token == token
+}

@@ -1,0 +1,60 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Adopt returns a *Lock for a key that is already held on this session's
+// lease with the given token: after ResumeSession, or after an earlier Lock
+// for it was lost locally while the key stayed. One linearizable
+// transaction checks CreateRevision == token and the lease (and WithGuard
+// compares); it fails with ErrNotHeld otherwise.
+func (s *Session) Adopt(ctx context.Context, key string, token int64, opts ...LockOption) (*Lock, error) {
+	l, err := s.adopt(ctx, key, token, opts)
+	if err != nil {
+		return nil, fmt.Errorf("adopt %s: %w", key, err)
+	}
+	return l, nil
+}
+
+func (s *Session) adopt(ctx context.Context, key string, token int64, opts []LockOption) (*Lock, error) {
+	if err := s.eng.check(key); err != nil {
+		return nil, err
+	}
+	if token <= 0 {
+		return nil, invalidf("token %d is not positive", token)
+	}
+	cfg, err := newLockConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.claim(key, false); err != nil {
+		return nil, err
+	}
+	defer s.unclaim(key)
+	path := s.eng.Path(key)
+	cmps := append([]clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(path), "=", token),
+		clientv3.Compare(clientv3.LeaseValue(path), "=", s.id),
+	}, cfg.guards...)
+	sent := now()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpGet(path)).Else(clientv3.OpGet(path)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if !resp.Succeeded {
+		if len(kvs) == 1 && kvs[0].CreateRevision == token && clientv3.LeaseID(kvs[0].Lease) == s.id {
+			return nil, ErrGuardFailed
+		}
+		return nil, fmt.Errorf("%w: token %d is not on lease %x", ErrNotHeld, token, int64(s.id))
+	}
+	l := s.newLock(key, token, decodeValue(kvs[0].Value))
+	if err := s.register(ctx, l, sent, resp.Header.Revision+1, false); err != nil {
+		return nil, err
+	}
+	return l, nil
+}

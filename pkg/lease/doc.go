@@ -1,0 +1,88 @@
+// Package lease is lockwarden's lock engine: distributed locks on etcd
+// leases, each grant carrying a fencing token. It is usable on its own by any
+// Go program with etcd access, and imports nothing from Kubernetes.
+//
+//	eng := lease.NewEngine(cli)                       // keys under /lockwarden
+//	s, err := eng.NewSession(ctx, 15*time.Second)     // one etcd lease, renewed
+//	l, err := s.Acquire(ctx, "payments", "worker-1")  // blocks, FIFO
+//	defer l.Release(ctx)
+//	// act only while l.Valid(); pass l.Token() to every resource you write;
+//	// stop when l.Done() closes.
+//
+// A Session is one etcd lease renewed by its own loop; a Lock is one key on
+// it. One session can hold many keys, for one holder or for many.
+//
+// # Guarantees
+//
+// Token. A lock's fencing token is its key's CreateRevision: a revision of
+// the whole etcd cluster, so every later grant of the lock, after a release,
+// an expiry, a revoke, a ForceRelease, an etcd restart or a leader change,
+// has a larger token. Release, Update, renewals of ownership and every
+// guarded write compare CreateRevision == token in the same transaction as
+// their effect, so no operation of an ex-holder, however late it arrives,
+// changes a newer grant (not even one of the same session).
+//
+// Validity. Lock.Valid is true only while this process can be sure that no
+// one else holds the lock, given the assumptions below. The session is valid
+// until S + TTL - margin, S being the time it sent its last renewal that etcd
+// confirmed; etcd cannot expire the lease before S + TTL. The lock is valid
+// until the earlier of that and S_own + TTL - margin, S_own being the send
+// time of the last confirmed linearizable check that the key is still this
+// grant (the acquire, then one batched check per session every TTL/3). So
+// even a lock whose key was deleted behind its back while its session lives
+// on, with its watch stalled, stops being valid within TTL - margin of the
+// last check; and ForceRelease keeps the next holder out for a full TTL.
+// Valid and ValidUntil read the clock themselves (CLOCK_BOOTTIME on Linux,
+// which counts suspend), so they are right even when timers fire late.
+//
+// Loss. When validity ends, etcd reports the lease gone, the key is seen
+// deleted or replaced, or Release, Close or Orphan is called, the lock's
+// Done closes, its Context is cancelled with the cause, and Valid turns
+// false: once, and never back. Every goroutine the engine starts ends on its
+// own when loss is detected, without Close or Release.
+//
+// Queue. Acquire waits in FIFO order of arrival; a release wakes only the
+// next waiter; TryAcquire does not barge past waiters; a waiter whose own
+// session ends returns at once. A failed or cancelled call leaves no key of
+// its own behind: its waiter entry, and a lock key from a transaction whose
+// answer was lost, are deleted again (or, if the session itself ended, go
+// with its lease).
+//
+// # Non-guarantees
+//
+// Mutual exclusion in time is not guaranteed, only made likely; the token is
+// what makes overlap harmless, and only where the resource checks it:
+//
+//   - The resource must remember the highest token it accepted and reject
+//     lower ones, atomically with the write, across its own restarts, and
+//     for the reads that feed a write (package fence shows how). A resource
+//     that does not check tokens is not protected from an ex-holder.
+//   - Pause: a process can pause (GC, SIGSTOP, a VM migration) between
+//     Valid() returning true and its write. The pause may outlast validity;
+//     only the token stops that write.
+//   - Partition: a holder cut off from etcd keeps Valid() true until its own
+//     deadline and cannot learn of anything sooner; etcd lets another holder
+//     in only after the lease expires (at least TTL after the last renewal
+//     etcd received), so the margin is the buffer between the two.
+//   - Clocks: validity assumes this machine's clock and the etcd leader's run
+//     at nearly the same rate; the margin (WithMargin; default
+//     min(max(2s, TTL/50), TTL/4)) absorbs the difference. A wall-clock jump
+//     changes nothing (no wall time is used); a clock running fast or slow by
+//     more than the margin over one TTL breaks the validity bound, not the
+//     token. Off Linux, suspend may not be counted.
+//   - etcd leader change: the new leader extends every lease by a full TTL,
+//     so etcd's expiry can come later than any holder expects (safe, slower
+//     failover). etcd's own expiry is never used as an upper bound.
+//   - etcd restore from a backup: revisions, and so tokens, go back to the
+//     backup's. Restore with "etcdutl snapshot restore --bump-revision N
+//     --mark-compacted" with N above any token issued since the backup, or
+//     fenced resources will rightly refuse the new holders (and unfenced ones
+//     will accept ex-holders).
+//   - ForceRelease and an operator's "etcdctl del": ForceRelease holds the
+//     next holder off for the evicted holder's TTL, beyond its validity. A
+//     plain delete does not: the next holder can start while the evicted one
+//     is still valid by its own clock, and only the token protects.
+//   - A lost Lock whose key still exists (its validity lapsed while its
+//     session lived) stays in etcd until Release or the session ends; it
+//     does not delete itself, so that a controller can Adopt it again.
+package lease

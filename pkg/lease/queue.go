@@ -1,0 +1,285 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Acquire takes the lock named key for holder, waiting as long as ctx
+// allows. Waiters queue FIFO by the CreateRevision of their entry
+// P/queue/<escaped key>/<lease hex>; each watches only the entry just ahead
+// of it, and only the oldest waiter watches the lock key and its tombstone,
+// so a release wakes one waiter, not all. Every watch starts at the current
+// revision (etcd serves those from its synced set, without the 100 ms
+// catch-up of a watch from an old revision) and is followed by a re-read, so
+// no deletion between the read and the watch is missed.
+//
+// A waiter ends with its session: Acquire returns the session's error
+// (ErrSessionExpired, ErrSessionClosed) promptly after it ends. On any error,
+// its queue entry, and a lock key an interrupted transaction may have
+// created, are deleted again. A key this session already holds yields a
+// *HeldError at once, since waiting for it would never end.
+func (s *Session) Acquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
+	l, err := s.acquire(ctx, key, holder, opts)
+	if err != nil {
+		if serr := s.Err(); serr != nil && ctx.Err() == nil && !errors.Is(err, serr) {
+			err = fmt.Errorf("%w (%w)", serr, err)
+		}
+		return nil, fmt.Errorf("acquire %s: %w", key, err)
+	}
+	return l, nil
+}
+
+func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOption) (l *Lock, err error) {
+	cfg, err := s.prepare(key, holder, opts)
+	if err != nil {
+		return nil, err
+	}
+	if held := s.heldLock(key); held != nil {
+		return nil, &HeldError{Holder: held.holder, Token: held.token, Lease: s.id}
+	}
+	if err := s.claim(key, false); err != nil {
+		return nil, err
+	}
+	defer s.unclaim(key)
+
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	v := value{Holder: holder, Record: cfg.record}
+	var w *waiter
+	var ambiguous *instant // send time of the first transaction whose answer was lost
+	defer func() {
+		// A session that ended takes its keys with its lease; cleaning up
+		// through a network that just failed would only delay the return.
+		if err == nil || s.Err() != nil {
+			return
+		}
+		if w != nil {
+			w.leave(ctx)
+		}
+		if ambiguous != nil {
+			s.dropOrphan(ctx, key, v)
+		}
+	}()
+
+	// Transient etcd errors (a leader election, a lost connection) do not
+	// end the wait: the loop backs off and reads again until ctx or the
+	// session ends, keeping its place in the queue.
+	queued := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if queued && (w == nil || w.rev == 0) {
+			if w, err = s.enqueue(ctx, key, holder); err != nil {
+				s.backoff(ctx)
+				continue
+			}
+		}
+		l, o, err := s.grab(ctx, key, v, cfg, w)
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.Is(err, errAmbiguous):
+			if ambiguous == nil {
+				ambiguous = &o.sent
+			}
+			s.backoff(ctx)
+			continue
+		case o.holder != nil && clientv3.LeaseID(o.holder.Lease) == s.id:
+			// Our own lease holds the key: a transaction of this call
+			// whose answer was lost created it (it is ours since before
+			// that transaction was sent), or something else did, and
+			// waiting for ourselves would never end.
+			if ambiguous != nil && string(o.holder.Value) == v.encode() {
+				if w != nil {
+					w.leave(ctx) // normally gone with the transaction
+				}
+				return s.claimOrphan(ctx, key, v, o.holder, *ambiguous)
+			}
+			return nil, err
+		case !o.blocked():
+			return nil, err // a guard failed: waiting will not help
+		case w == nil || o.lost:
+			// Not queued yet, or our entry vanished (an operator deleted
+			// it): take a place at the back.
+			queued = true
+			if w != nil {
+				w.rev = 0
+			}
+			continue
+		}
+		var changed bool
+		if o.pred != nil {
+			changed, err = s.waitGone(ctx, o.pred)
+		} else {
+			var kvs []*mvccpb.KeyValue
+			if o.holder != nil {
+				kvs = append(kvs, o.holder)
+			}
+			if o.tomb != nil {
+				kvs = append(kvs, o.tomb)
+			}
+			changed, err = s.waitGone(ctx, kvs...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			s.backoff(ctx)
+		}
+	}
+}
+
+// claimOrphan takes as ours the lock key kv that one of our acquire
+// transactions created although its answer was lost; sent is the send time
+// of the first such transaction, before which the key cannot have been
+// created.
+func (s *Session) claimOrphan(ctx context.Context, key string, v value, kv *mvccpb.KeyValue, sent instant) (*Lock, error) {
+	l := s.newLock(key, kv.CreateRevision, v)
+	if err := s.register(ctx, l, sent, kv.ModRevision+1, true); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// backoff waits a little before retrying after an error.
+func (s *Session) backoff(ctx context.Context) {
+	t := time.NewTimer(s.retryDelay())
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// heldLock returns this session's live Lock of key, if any.
+func (s *Session) heldLock(key string) *Lock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.locks[key]
+}
+
+// bind returns a context that is cancelled when ctx is or when the session
+// ends, so that a waiter blocked in a call or a watch notices its own
+// session's loss.
+func (s *Session) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	return bctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// waiter is a blocking Acquire's entry in the queue of one key.
+type waiter struct {
+	s    *Session
+	path string
+	rev  int64 // the entry's CreateRevision: its place in the queue
+}
+
+// enqueue puts this session's entry in key's queue, or finds the one an
+// earlier, interrupted Acquire of this session left there and keeps its place.
+func (s *Session) enqueue(ctx context.Context, key, holder string) (*waiter, error) {
+	path := s.eng.queuePath(key, s.id)
+	w := &waiter{s: s, path: path}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(path), "=", 0)).
+		Then(clientv3.OpPut(path, value{Holder: holder}.encode(), clientv3.WithLease(s.id))).
+		Else(clientv3.OpGet(path, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		// The entry may exist; enqueue again finds it, and leave deletes it
+		// by lease, not revision.
+		return w, fmt.Errorf("enqueue: %w", err)
+	}
+	w.rev = resp.Header.Revision
+	if !resp.Succeeded {
+		w.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+	}
+	return w, nil
+}
+
+// leave deletes the waiter's entry (best effort; it is on the session's lease
+// in any case, so it goes when the lease does).
+func (w *waiter) leave(ctx context.Context) {
+	cctx, cancel := w.s.cleanupContext(ctx)
+	defer cancel()
+	cmp := clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev)
+	if w.rev == 0 {
+		cmp = clientv3.Compare(clientv3.LeaseValue(w.path), "=", w.s.id)
+	}
+	_, _ = w.s.cli.Txn(cctx).If(cmp).Then(clientv3.OpDelete(w.path)).Commit()
+}
+
+// waitGone returns changed when one of kvs was deleted or replaced; it
+// returns neither changed nor an error when a watch or read failed (the
+// caller backs off and reads again), and ctx's error when ctx ends. It
+// watches each key from the current revision, waits until etcd confirms
+// every watch, then re-reads the keys: a deletion before the watches started
+// shows in the read, one after in a watch.
+func (s *Session) waitGone(ctx context.Context, kvs ...*mvccpb.KeyValue) (changed bool, err error) {
+	if len(kvs) == 0 {
+		return true, nil
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	chans := make([]clientv3.WatchChan, len(kvs))
+	gets := make([]clientv3.Op, len(kvs))
+	for i, kv := range kvs {
+		chans[i] = s.cli.Watch(wctx, string(kv.Key), clientv3.WithCreatedNotify())
+		gets[i] = clientv3.OpGet(string(kv.Key), clientv3.WithKeysOnly())
+	}
+	for _, ch := range chans {
+		select {
+		case wr, ok := <-ch:
+			if !ok || !wr.Created || wr.Err() != nil {
+				return false, ctx.Err()
+			}
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return false, ctx.Err()
+	}
+	for i, kv := range kvs {
+		cur := resp.Responses[i].GetResponseRange().Kvs
+		if len(cur) == 0 || cur[0].CreateRevision != kv.CreateRevision {
+			return true, nil
+		}
+	}
+	// At most two keys are watched (the lock and its tombstone).
+	var c0, c1 clientv3.WatchChan = chans[0], nil
+	if len(chans) > 1 {
+		c1 = chans[1]
+	}
+	for {
+		var wr clientv3.WatchResponse
+		var ok bool
+		var kv *mvccpb.KeyValue
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case wr, ok = <-c0:
+			kv = kvs[0]
+		case wr, ok = <-c1:
+			kv = kvs[1]
+		}
+		if !ok || wr.Canceled || wr.Err() != nil {
+			return false, ctx.Err()
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != kv.CreateRevision {
+				return true, nil
+			}
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package lease
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// value is what the engine stores under a lock key and a waiter key:
+// the holder string and the caller's record, as JSON so that etcdctl shows
+// it readably. The token is not stored: it is the key's CreateRevision.
+type value struct {
+	Holder string          `json:"holder"`
+	Record json.RawMessage `json:"record,omitempty"`
+}
+
+// encode returns the stored form of v.
+func (v value) encode() string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Holder is valid UTF-8 and Record valid JSON (both checked on
+		// input), so Marshal cannot fail.
+		panic("lease: encode value: " + err.Error())
+	}
+	return string(b)
+}
+
+// decodeValue parses a stored value. A value the engine did not write (an
+// operator's etcdctl put) is shown as the holder, so that it is visible
+// rather than hidden.
+func decodeValue(b []byte) value {
+	var v value
+	if err := json.Unmarshal(b, &v); err != nil || v.Holder == "" {
+		if utf8.Valid(b) {
+			return value{Holder: string(b)}
+		}
+		return value{Holder: "<binary value>"}
+	}
+	return v
+}
+
+// validateRecord checks a WithRecord argument.
+func validateRecord(r json.RawMessage) error {
+	if len(r) > 0 && !json.Valid(r) {
+		return invalidf("record is not valid JSON")
+	}
+	return nil
+}
