@@ -65,18 +65,21 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Fail on stale generated files, gof
 	hack/check-boundaries.sh
 
 .PHONY: test
-test: envtest-bins ## Run every test with -race: unit, engine (real etcd) and envtest (real kube-apiserver).
+test: envtest-bins build ## Run every test with -race: unit, engine (real etcd), envtest (real kube-apiserver), manager processes.
 	$(GO_TEST) ./...
+	$(GO_TEST) -tags chaos -run Failpoint ./controllers/
 
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into ./bin/lockwarden.
+build: ## Build the manager (./bin/lockwarden), the example workload and the playground.
 	CGO_ENABLED=0 go build -o $(BIN)/lockwarden ./cmd/lockwarden
+	go build -o $(BIN)/fenced-worker ./examples/fenced-worker
+	go build -o $(BIN)/playground ./cmd/playground
 
 .PHONY: run
-run: envtest-bins $(KUBECTL) ## Start the local playground (control plane from ./bin); ARGS=--demo-and-exit runs once and exits.
-	go run ./cmd/playground $(ARGS)
+run: envtest-bins build ## Start the local playground: control plane, manager, workers, a live failover. ARGS=--demo-and-exit runs once and exits.
+	$(BIN)/playground $(ARGS)
 
 .PHONY: bench
 bench: bench-lease ## Run the benchmarks.

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBadFlagsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	cert := filepath.Join(dir, "tls.crt")
+	if err := os.WriteFile(cert, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := "--etcd-endpoints=https://etcd-0:2379"
+	tests := []struct {
+		args []string
+		flag string
+	}{
+		{[]string{}, "--etcd-endpoints"},
+		{[]string{ok, "--embedded-etcd-dir=" + dir}, "--embedded-etcd-dir"},
+		{[]string{"--etcd-endpoints=ftp://x:1"}, "--etcd-endpoints"},
+		{[]string{"--etcd-endpoints=host-without-port"}, "--etcd-endpoints"},
+		{[]string{"--etcd-endpoints= , "}, "--etcd-endpoints"},
+		{[]string{ok, "--election-ttl=1s"}, "--election-ttl"},
+		{[]string{ok, "--election-ttl=2500ms"}, "--election-ttl"},
+		{[]string{ok, "--election-ttl=abc"}, "--election-ttl"},
+		{[]string{ok, "--etcd-lease-ttl=10s"}, "--etcd-lease-ttl"},
+		{[]string{ok, "--etcd-prefix=nolead"}, "--etcd-prefix"},
+		{[]string{ok, "--etcd-prefix=/a/"}, "--etcd-prefix"},
+		{[]string{ok, "--etcd-cert-file=" + cert}, "--etcd-key-file"},
+		{[]string{ok, "--etcd-ca-file=/nonexistent/ca.crt"}, "--etcd-ca-file"},
+		{[]string{ok, "--metrics-bind-address=8080"}, "--metrics-bind-address"},
+		{[]string{ok, "--health-probe-bind-address=x"}, "--health-probe-bind-address"},
+		{[]string{ok, "--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles"},
+		{[]string{"--embedded-etcd-dir=" + dir, "--embedded-etcd-listen=10.0.0.1:2379"}, "--embedded-etcd-listen"},
+		{[]string{"--embedded-etcd-dir=" + dir, "--etcd-ca-file=" + cert}, "--embedded-etcd-dir"},
+		{[]string{ok, "--no-such-flag"}, "--no-such-flag"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			if err == nil {
+				t.Fatalf("parseFlags(%q) = nil, want an error naming %s", tt.args, tt.flag)
+			}
+			if !strings.HasPrefix(err.Error(), tt.flag+":") {
+				t.Errorf("parseFlags(%q) = %q, want it to start with %s:", tt.args, err, tt.flag)
+			}
+		})
+	}
+}
+
+func TestGoodFlagsParse(t *testing.T) {
+	o, err := parseFlags([]string{"--etcd-endpoints=https://a:2379, https://b:2379", "--identity=x"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if len(o.etcdEndpoints) != 2 || o.electionTTL != 15*time.Second || o.grantTTL != 60*time.Second || o.etcdPrefix != "/lockwarden" {
+		t.Errorf("options = %+v; want 2 endpoints and the documented defaults", o)
+	}
+}
+
+// TestBinaryRejectsBadFlagFast runs the built binary: a bad value exits non-zero within a
+// second, in under 5 lines, the last naming the flag, before touching anything else.
+func TestBinaryRejectsBadFlagFast(t *testing.T) {
+	bin := filepath.Join("..", "..", "bin", "lockwarden")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s not found: run `make build`", bin)
+	}
+	start := time.Now()
+	cmd := exec.Command(bin, "--etcd-endpoints=https://etcd:2379", "--election-ttl=1s")
+	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	elapsed := time.Since(start)
+	if err == nil {
+		t.Fatalf("exit 0, want non-zero; output %q", out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) >= 5 || !strings.Contains(lines[len(lines)-1], "--election-ttl") {
+		t.Errorf("output %q: want under 5 lines, the last naming --election-ttl", out)
+	}
+	if elapsed > time.Second {
+		t.Errorf("took %v, want under a second", elapsed)
+	}
+}

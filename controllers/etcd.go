@@ -1,0 +1,90 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/lease"
+)
+
+// The few engine calls the reconciler makes. pkg/lease returns concrete types; the
+// reconciler names only what it uses.
+type (
+	// Inspector reads a lock key linearizably (*lease.Engine).
+	Inspector interface {
+		Inspect(ctx context.Context, key string) (lease.Holding, error)
+	}
+	// Grants is the shared grant lease every grant hangs on (*lease.Session).
+	Grants interface {
+		ID() clientv3.LeaseID
+		TryAcquire(ctx context.Context, key, holder string, opts ...lease.LockOption) (*lease.Lock, error)
+		Adopt(ctx context.Context, key string, token int64, opts ...lease.LockOption) (*lease.Lock, error)
+	}
+	// Fence is this replica's election lock (*lease.Lock): its token is the controller epoch
+	// and its IsOwner compare guards every transaction the reconciler issues.
+	Fence interface {
+		Token() int64
+		IsOwner() clientv3.Cmp
+		Valid() bool
+	}
+)
+
+// ElectionKey is the lock name of the controller election.
+const ElectionKey = "_controller"
+
+// lockKey maps a DistributedLock to its engine lock name. Kubernetes names cannot contain
+// "/", so the mapping is injective.
+func lockKey(namespace, name string) string { return namespace + "/" + name }
+
+// record is what the controller stores with each grant, beside the holder (the pod UID).
+// The term's phase lives here so that etcd records Releasing before status publishes it.
+type record struct {
+	// Name is the holder pod's name.
+	Name string `json:"name"`
+	// Phase is Held or Releasing.
+	Phase lockv1.Phase `json:"phase"`
+	// Reason says why a Releasing term is ending.
+	Reason string `json:"reason,omitempty"`
+	// Strategy is spec.strategy when the term was granted; a change ends the term.
+	Strategy lockv1.Strategy `json:"strategy"`
+	// LeaseSeconds is spec.leaseDurationSeconds when the term was granted.
+	LeaseSeconds int32 `json:"leaseSeconds"`
+	// Epoch is the controller epoch that wrote the record.
+	Epoch int64 `json:"epoch"`
+}
+
+func (r record) encode() json.RawMessage {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("encode record: %v", err)) // a struct of strings and ints always encodes
+	}
+	return b
+}
+
+// grant is one lock key as read from etcd.
+type grant struct {
+	holderUID types.UID
+	token     int64
+	lease     clientv3.LeaseID
+	rec       record
+}
+
+// present reports whether the key exists.
+func (g grant) present() bool { return g.token > 0 }
+
+// grantFrom decodes a Holding; a record that does not decode leaves rec zero (phase "").
+func grantFrom(h lease.Holding) grant {
+	g := grant{holderUID: types.UID(h.Holder), token: h.Token, lease: h.Lease}
+	if len(h.Record) > 0 {
+		_ = json.Unmarshal(h.Record, &g.rec) // a foreign record is treated as phase Held below
+	}
+	if g.present() && g.rec.Phase == "" {
+		g.rec.Phase = lockv1.PhaseHeld
+	}
+	return g
+}

@@ -1,0 +1,84 @@
+package controllers_test
+
+import (
+	"testing"
+	"time"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+func TestGrantOnCreate(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
+	f.pod("a-1", "a")
+	f.lock("lock", "a", nil)
+	l := f.waitFor("lock", 20*time.Second, "held by the oldest pod", heldBy("a-0"))
+	if l.Status.FencingToken <= 0 || l.Status.MaxFencingToken != l.Status.FencingToken {
+		t.Errorf("token %d, max %d; want a positive token equal to the max", l.Status.FencingToken, l.Status.MaxFencingToken)
+	}
+	if got := f.keyToken("lock"); got != l.Status.FencingToken {
+		t.Errorf("etcd key CreateRevision = %d, want the published token %d", got, l.Status.FencingToken)
+	}
+	if l.Status.ControllerEpoch <= 0 {
+		t.Errorf("controllerEpoch = %d, want > 0", l.Status.ControllerEpoch)
+	}
+	if l.Status.TermLeaseSeconds != 2 || l.Status.LeaseID == "" || l.Status.EligibleCandidates != 2 {
+		t.Errorf("termLeaseSeconds %d, leaseID %q, eligibleCandidates %d; want 2, set, 2", l.Status.TermLeaseSeconds, l.Status.LeaseID, l.Status.EligibleCandidates)
+	}
+	if len(l.Status.History) != 1 || l.Status.History[0].Reason != lockv1.ReasonGranted {
+		t.Errorf("history = %+v, want one Granted term", l.Status.History)
+	}
+}
+
+// TestAttestedTerminationHandsOverAtOnce: containers terminated and the pod deleted (a
+// graceful exit) -> the next pod holds with a larger token, without the lock delay.
+func TestAttestedTerminationHandsOverAtOnce(t *testing.T) {
+	f := newFixture(t)
+	a0 := f.pod("a-0", "a")
+	time.Sleep(1100 * time.Millisecond)
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](600) })
+	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	f.terminate(a0)
+	f.deletePod(a0)
+	// The lock delay is 600 s: a handover inside 30 s can only be the attested path.
+	next := f.waitFor("lock", 30*time.Second, "held by a-1", heldBy("a-1"))
+	if next.Status.FencingToken <= first.Status.FencingToken {
+		t.Errorf("token after handover = %d, want > %d", next.Status.FencingToken, first.Status.FencingToken)
+	}
+	if h := next.Status.History; len(h) < 2 || h[1].Reason != lockv1.ReasonHolderTerminated || h[1].Ended == nil {
+		t.Errorf("history = %+v, want the ended term with reason HolderTerminated", h)
+	}
+}
+
+// TestDeletedWithoutAttestationWaitsLockDelay: the holder's pod object vanishes without a
+// terminated status -> Releasing, then the next holder only after the lock delay.
+func TestDeletedWithoutAttestationWaitsLockDelay(t *testing.T) {
+	f := newFixture(t)
+	a0 := f.pod("a-0", "a")
+	time.Sleep(1100 * time.Millisecond)
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](4) })
+	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	deleted := time.Now()
+	f.deletePod(a0)
+	rel := f.waitFor("lock", 10*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
+	if rel.Status.Holder != "a-0" || rel.Status.FencingToken != first.Status.FencingToken {
+		t.Errorf("Releasing shows %s token %d, want a-0 token %d", rel.Status.Holder, rel.Status.FencingToken, first.Status.FencingToken)
+	}
+	next := f.waitFor("lock", 20*time.Second, "held by a-1", heldBy("a-1"))
+	if waited := time.Since(deleted); waited < 4*time.Second {
+		t.Errorf("next holder after %v, want at least the 4 s lock delay", waited)
+	}
+	if next.Status.FencingToken <= first.Status.FencingToken {
+		t.Errorf("token = %d, want > %d", next.Status.FencingToken, first.Status.FencingToken)
+	}
+	// The API server may show the pod terminating before it is gone; both end the term
+	// through Releasing.
+	if h := next.Status.History; len(h) < 2 || (h[1].Reason != lockv1.ReasonHolderGone && h[1].Reason != lockv1.ReasonHolderTerminating) {
+		t.Errorf("history = %+v, want the ended term with reason HolderGone or HolderTerminating", h)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,185 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+func logrDiscard() logr.Logger { return logr.Discard() }
+
+func cacheFor(ns string) cache.Options {
+	return cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}
+}
+
+func bg() context.Context { return context.Background() }
+
+// pod creates a pod with label app=<app> and sets it Running and Ready, as a kubelet would.
+func (f *fixture) pod(name, app string) *corev1.Pod {
+	f.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+	}
+	if err := k8s.Create(bg(), p); err != nil {
+		f.t.Fatalf("create pod %s: %v", name, err)
+	}
+	f.setReady(p, true)
+	return p
+}
+
+// setReady sets the pod Running with Ready true or false.
+func (f *fixture) setReady(p *corev1.Pod, ready bool) {
+	f.t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	f.updatePodStatus(p, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	})
+}
+
+// terminate marks every container terminated, as a kubelet reports a stopped pod.
+func (f *fixture) terminate(p *corev1.Pod) {
+	f.t.Helper()
+	f.updatePodStatus(p, func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}}
+	})
+}
+
+func (f *fixture) updatePodStatus(p *corev1.Pod, mutate func(*corev1.Pod)) {
+	f.t.Helper()
+	for range 10 {
+		var cur corev1.Pod
+		if err := k8s.Get(bg(), client.ObjectKeyFromObject(p), &cur); err != nil {
+			f.t.Fatalf("get pod %s: %v", p.Name, err)
+		}
+		mutate(&cur)
+		err := k8s.Status().Update(bg(), &cur)
+		if err == nil {
+			*p = cur
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			f.t.Fatalf("update pod %s status: %v", p.Name, err)
+		}
+	}
+	f.t.Fatalf("update pod %s status: conflicts", p.Name)
+}
+
+// deletePod deletes the pod object at once (no kubelet runs here to finish a graceful one).
+func (f *fixture) deletePod(p *corev1.Pod) {
+	f.t.Helper()
+	if err := k8s.Delete(bg(), p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+		f.t.Fatalf("delete pod %s: %v", p.Name, err)
+	}
+}
+
+// lock creates a lock selecting app=<app>.
+func (f *fixture) lock(name, app string, mutate func(*lockv1.DistributedLockSpec)) *lockv1.DistributedLock {
+	f.t.Helper()
+	l := &lockv1.DistributedLock{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		Spec: lockv1.DistributedLockSpec{
+			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+			LeaseDurationSeconds: 2,
+		},
+	}
+	if mutate != nil {
+		mutate(&l.Spec)
+	}
+	if err := k8s.Create(bg(), l); err != nil {
+		f.t.Fatalf("create lock %s: %v", name, err)
+	}
+	return l
+}
+
+// get reads the lock through the live client.
+func (f *fixture) get(name string) *lockv1.DistributedLock {
+	f.t.Helper()
+	var l lockv1.DistributedLock
+	if err := k8s.Get(bg(), client.ObjectKey{Namespace: f.ns, Name: name}, &l); err != nil {
+		f.t.Fatalf("get lock %s: %v", name, err)
+	}
+	return &l
+}
+
+// editLock applies mutate to the lock's spec (retrying conflicts).
+func (f *fixture) editLock(name string, mutate func(*lockv1.DistributedLock)) {
+	f.t.Helper()
+	for range 10 {
+		l := f.get(name)
+		mutate(l)
+		err := k8s.Update(bg(), l)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			f.t.Fatalf("update lock %s: %v", name, err)
+		}
+	}
+	f.t.Fatalf("update lock %s: conflicts", name)
+}
+
+// waitFor polls the lock until cond holds, failing with the last status after timeout.
+func (f *fixture) waitFor(name string, timeout time.Duration, what string, cond func(*lockv1.DistributedLock) bool) *lockv1.DistributedLock {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *lockv1.DistributedLock
+	for time.Now().Before(deadline) {
+		last = f.get(name)
+		if cond(last) {
+			return last
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("lock %s: %s not reached within %v; status: %s", name, what, timeout, describe(last))
+	return nil
+}
+
+func describe(l *lockv1.DistributedLock) string {
+	if l == nil {
+		return "<none>"
+	}
+	s := l.Status
+	conds := ""
+	for _, c := range s.Conditions {
+		conds += fmt.Sprintf(" %s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return fmt.Sprintf("phase=%s holder=%s uid=%s token=%d max=%d epoch=%d%s", s.Phase, s.Holder, s.HolderUID, s.FencingToken, s.MaxFencingToken, s.ControllerEpoch, conds)
+}
+
+func heldBy(pod string) func(*lockv1.DistributedLock) bool {
+	return func(l *lockv1.DistributedLock) bool {
+		return l.Status.Phase == lockv1.PhaseHeld && l.Status.Holder == pod
+	}
+}
+
+func inPhase(p lockv1.Phase) func(*lockv1.DistributedLock) bool {
+	return func(l *lockv1.DistributedLock) bool { return l.Status.Phase == p }
+}
+
+// keyToken is the etcd key's CreateRevision for the lock (0 when absent).
+func (f *fixture) keyToken(name string) int64 {
+	f.t.Helper()
+	h, err := f.engine.Inspect(bg(), f.ns+"/"+name)
+	if err != nil {
+		f.t.Fatalf("inspect %s: %v", name, err)
+	}
+	return h.Token
+}
+
+func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

@@ -1,0 +1,158 @@
+package controllers_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// TestNotReadyThenReadyKeepsTerm: a holder NotReady -> Releasing; Ready again inside the
+// lock delay -> Held with the same token, no new term.
+func TestNotReadyThenReadyKeepsTerm(t *testing.T) {
+	f := newFixture(t)
+	a0 := f.pod("a-0", "a")
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](60) })
+	first := f.waitFor("lock", 20*time.Second, "held", inPhase(lockv1.PhaseHeld))
+	holder := a0
+	if first.Status.Holder != "a-0" {
+		t.Fatalf("holder = %s, want a-0 (oldest)", first.Status.Holder)
+	}
+	f.setReady(holder, false)
+	f.waitFor("lock", 10*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
+	f.setReady(holder, true)
+	back := f.waitFor("lock", 20*time.Second, "Held again", inPhase(lockv1.PhaseHeld))
+	if back.Status.Holder != "a-0" || back.Status.FencingToken != first.Status.FencingToken {
+		t.Errorf("after return: holder %s token %d, want a-0 token %d", back.Status.Holder, back.Status.FencingToken, first.Status.FencingToken)
+	}
+	if got := f.keyToken("lock"); got != first.Status.FencingToken {
+		t.Errorf("etcd token = %d, want unchanged %d", got, first.Status.FencingToken)
+	}
+	if back.Status.Transitions != first.Status.Transitions {
+		t.Errorf("transitions = %d, want unchanged %d", back.Status.Transitions, first.Status.Transitions)
+	}
+}
+
+// TestFlappingHolderMovesOn: a holder that keeps bouncing between NotReady and Ready loses
+// the lock to another candidate after at most two returns.
+func TestFlappingHolderMovesOn(t *testing.T) {
+	f := newFixture(t)
+	a0 := f.pod("a-0", "a")
+	time.Sleep(1100 * time.Millisecond)
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](4) })
+	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		l := f.get("lock")
+		if l.Status.Holder == "a-1" && l.Status.Phase == lockv1.PhaseHeld {
+			if l.Status.FencingToken <= first.Status.FencingToken {
+				t.Errorf("token = %d, want > %d", l.Status.FencingToken, first.Status.FencingToken)
+			}
+			return
+		}
+		f.setReady(a0, false)
+		f.waitFor("lock", 10*time.Second, "Releasing or moved on", func(l *lockv1.DistributedLock) bool {
+			return l.Status.Phase == lockv1.PhaseReleasing || l.Status.Holder == "a-1"
+		})
+		f.setReady(a0, true)
+		time.Sleep(2500 * time.Millisecond) // eligible a little past max(L/3, 2 s): long enough to return, if allowed
+	}
+	t.Fatalf("flapping holder kept the lock for 60 s: %s", describe(f.get("lock")))
+}
+
+// TestSuspendAndResume: suspend ends the term through Releasing and grants nothing; resume
+// grants again with a larger token.
+func TestSuspendAndResume(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	f.lock("lock", "a", nil)
+	first := f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
+	f.editLock("lock", func(l *lockv1.DistributedLock) { l.Spec.Suspend = true })
+	f.waitFor("lock", 20*time.Second, "Suspended", inPhase(lockv1.PhaseSuspended))
+	if tok := f.keyToken("lock"); tok != 0 {
+		t.Errorf("etcd key token %d while suspended, want no key", tok)
+	}
+	f.editLock("lock", func(l *lockv1.DistributedLock) { l.Spec.Suspend = false })
+	next := f.waitFor("lock", 20*time.Second, "held again", heldBy("a-0"))
+	if next.Status.FencingToken <= first.Status.FencingToken {
+		t.Errorf("token after resume = %d, want > %d", next.Status.FencingToken, first.Status.FencingToken)
+	}
+	if h := next.Status.History; len(h) < 2 || h[1].Reason != lockv1.ReasonSuspended {
+		t.Errorf("history = %+v, want the ended term with reason Suspended", h)
+	}
+}
+
+// TestSelectorEditedAwayFromHolder: the holder no longer matches -> Releasing -> the pod
+// that matches holds, with a larger token.
+func TestSelectorEditedAwayFromHolder(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	f.pod("b-0", "b")
+	f.lock("lock", "a", nil)
+	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	f.editLock("lock", func(l *lockv1.DistributedLock) {
+		l.Spec.Candidates.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}}
+	})
+	next := f.waitFor("lock", 20*time.Second, "held by b-0", heldBy("b-0"))
+	if next.Status.FencingToken <= first.Status.FencingToken {
+		t.Errorf("token = %d, want > %d", next.Status.FencingToken, first.Status.FencingToken)
+	}
+	if h := next.Status.History; len(h) < 2 || h[1].Reason != lockv1.ReasonSelectorChanged {
+		t.Errorf("history = %+v, want the ended term with reason SelectorChanged", h)
+	}
+}
+
+// TestKeyDeletedBehindController: an operator deletes the etcd key; the eligible holder is
+// granted again at once with a new token.
+func TestKeyDeletedBehindController(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	f.lock("lock", "a", nil)
+	first := f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
+	if _, err := f.cli.Delete(bg(), f.engine.Path(f.ns+"/lock")); err != nil {
+		t.Fatalf("delete key: %v", err)
+	}
+	// Nothing in Kubernetes changes: the controller learns of it from its grant's watch.
+	next := f.waitFor("lock", 20*time.Second, "regranted", func(l *lockv1.DistributedLock) bool {
+		return l.Status.Phase == lockv1.PhaseHeld && l.Status.FencingToken > first.Status.FencingToken
+	})
+	if next.Status.Holder != "a-0" {
+		t.Errorf("holder = %s, want a-0 again", next.Status.Holder)
+	}
+	if got := f.keyToken("lock"); got != next.Status.FencingToken {
+		t.Errorf("etcd token = %d, want %d", got, next.Status.FencingToken)
+	}
+	if h := next.Status.History; len(h) < 2 || h[0].Reason != lockv1.ReasonRegranted || h[1].Reason != lockv1.ReasonKeyVanished {
+		t.Errorf("history = %+v, want Regranted after KeyVanished", h)
+	}
+}
+
+// TestLockDeletedReleasesKey: deleting a held lock publishes Releasing, waits, deletes the
+// etcd key, then lets the object go.
+func TestLockDeletedReleasesKey(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	l := f.lock("lock", "a", nil)
+	f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
+	if err := k8s.Delete(bg(), l); err != nil {
+		t.Fatalf("delete lock: %v", err)
+	}
+	f.waitFor("lock", 10*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var cur lockv1.DistributedLock
+		err := k8s.Get(bg(), objectKey(f.ns, "lock"), &cur)
+		if err != nil {
+			if tok := f.keyToken("lock"); tok != 0 {
+				t.Errorf("lock object gone but etcd key remains with token %d", tok)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("lock still present after 20 s: %s", describe(f.get("lock")))
+}

@@ -1,0 +1,209 @@
+package controllers_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/controllers"
+)
+
+// managerProc is a lockwarden manager process (./bin/lockwarden, built by `make build`).
+type managerProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+	exited chan struct{}
+	err    error
+}
+
+func (m *managerProc) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.out.Write(p)
+}
+
+func (m *managerProc) output() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.out.String()
+}
+
+// startManager runs the built manager against the test's API server and etcd prefix.
+func (f *fixture) startManager(identity string) *managerProc {
+	f.t.Helper()
+	bin := filepath.Join(env.Root, "bin", "lockwarden")
+	if _, err := os.Stat(bin); err != nil {
+		f.t.Fatalf("%s not found: run `make build`", bin)
+	}
+	kubeconfig := filepath.Join(f.t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		f.t.Fatal(err)
+	}
+	m := &managerProc{t: f.t, exited: make(chan struct{})}
+	m.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--etcd-endpoints", etcd.Endpoint,
+		"--etcd-prefix", f.prefix, "--election-ttl", "3s", "--etcd-lease-ttl", "13s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", identity)
+	m.cmd.Stdout, m.cmd.Stderr = m, m
+	if err := m.cmd.Start(); err != nil {
+		f.t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		m.err = m.cmd.Wait()
+		close(m.exited)
+	}()
+	f.t.Cleanup(func() {
+		_ = m.cmd.Process.Signal(syscall.SIGCONT)
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+		if f.t.Failed() {
+			f.t.Logf("manager %s output:\n%s", identity, m.output())
+		}
+	})
+	return m
+}
+
+func (m *managerProc) signal(sig syscall.Signal) {
+	m.t.Helper()
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		m.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// waitElected waits until identity holds the controller election and returns its epoch.
+func (f *fixture) waitElected(identity string, timeout time.Duration) int64 {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		h, err := f.engine.Inspect(bg(), controllers.ElectionKey)
+		if err == nil && h.Holder == identity {
+			return h.Token
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.t.Fatalf("%s not elected within %v", identity, timeout)
+	return 0
+}
+
+// statusNeverGoesBack watches the lock's status until stop closes and reports any
+// decrease of the token, maxFencingToken or controllerEpoch.
+func (f *fixture) statusNeverGoesBack(name string, stop <-chan struct{}) (check func()) {
+	var mu sync.Mutex
+	var problems []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var prev lockv1.DistributedLockStatus
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var l lockv1.DistributedLock
+			if err := k8s.Get(bg(), objectKey(f.ns, name), &l); err != nil {
+				continue
+			}
+			s := l.Status
+			mu.Lock()
+			if s.MaxFencingToken < prev.MaxFencingToken || s.ControllerEpoch < prev.ControllerEpoch ||
+				(s.FencingToken != 0 && s.FencingToken < prev.FencingToken) {
+				problems = append(problems, "status went back: "+describe(&l))
+			}
+			mu.Unlock()
+			prev = s
+		}
+	}()
+	return func() {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			f.t.Error(p)
+		}
+	}
+}
+
+// TestPausedControllerIsFenced: the active manager process is paused (SIGSTOP) past its
+// election; a standby takes over and moves the lock on. When the paused one resumes, none
+// of its etcd writes succeed, status never goes back, and it exits non-zero.
+func TestPausedControllerIsFenced(t *testing.T) {
+	f := newFixture(t)
+	f.stop() // this test's controllers are processes
+	zombie := f.startManager("zombie")
+	epochZ := f.waitElected("zombie", 20*time.Second)
+	a0 := f.pod("a-0", "a")
+	time.Sleep(1100 * time.Millisecond)
+	f.pod("a-1", "a")
+	f.lock("lock", "a", nil)
+	first := f.waitFor("lock", 30*time.Second, "held by a-0", heldBy("a-0"))
+	if first.Status.ControllerEpoch != epochZ {
+		t.Fatalf("controllerEpoch = %d, want the zombie's %d", first.Status.ControllerEpoch, epochZ)
+	}
+
+	stopWatch := make(chan struct{})
+	check := f.statusNeverGoesBack("lock", stopWatch)
+	zombie.signal(syscall.SIGSTOP)
+	standby := f.startManager("standby")
+	epochS := f.waitElected("standby", 30*time.Second) // after the zombie's 3 s election TTL
+	if epochS <= epochZ {
+		t.Fatalf("standby epoch %d, want > %d", epochS, epochZ)
+	}
+	f.terminate(a0) // the standby hands over
+	second := f.waitFor("lock", 30*time.Second, "held by a-1 under the standby", heldBy("a-1"))
+	if second.Status.ControllerEpoch != epochS {
+		t.Errorf("controllerEpoch = %d, want the standby's %d", second.Status.ControllerEpoch, epochS)
+	}
+
+	zombie.signal(syscall.SIGCONT)
+	select {
+	case <-zombie.exited:
+		var exitErr *exec.ExitError
+		if !errors.As(zombie.err, &exitErr) || exitErr.ExitCode() == 0 {
+			t.Errorf("zombie exited with %v, want a non-zero exit (election lost)", zombie.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("zombie still running 20 s after SIGCONT")
+	}
+	time.Sleep(2 * time.Second) // let any late write of the zombie land, if one could
+	close(stopWatch)
+	check()
+	last := f.get("lock")
+	if last.Status.Holder != "a-1" || last.Status.FencingToken != second.Status.FencingToken || last.Status.ControllerEpoch != epochS {
+		t.Errorf("final status %s; want a-1, token %d, epoch %d", describe(last), second.Status.FencingToken, epochS)
+	}
+	if got := f.keyToken("lock"); got != second.Status.FencingToken {
+		t.Errorf("etcd token = %d, want %d", got, second.Status.FencingToken)
+	}
+	_ = standby
+}
+
+// TestKilledControllerStandbyTakesOver: the active process is killed (no graceful
+// release); the standby process is elected after the election TTL and changes no term.
+func TestKilledControllerStandbyTakesOver(t *testing.T) {
+	f := newFixture(t)
+	f.stop()
+	active := f.startManager("first")
+	f.waitElected("first", 20*time.Second)
+	f.startManager("second")
+	f.pod("a-0", "a")
+	f.lock("lock", "a", nil)
+	first := f.waitFor("lock", 30*time.Second, "held by a-0", heldBy("a-0"))
+	active.signal(syscall.SIGKILL)
+	f.waitElected("second", 30*time.Second)
+	same := f.get("lock")
+	if same.Status.FencingToken != first.Status.FencingToken || same.Status.Phase != lockv1.PhaseHeld {
+		t.Errorf("after takeover: %s; want Held with token %d", describe(same), first.Status.FencingToken)
+	}
+	if got := f.keyToken("lock"); got != first.Status.FencingToken {
+		t.Errorf("etcd token = %d, want %d (grant lease resumed, key kept)", got, first.Status.FencingToken)
+	}
+}

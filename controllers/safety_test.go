@@ -1,0 +1,76 @@
+package controllers_test
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// TestTokenRegressionGrantsNothing: status says tokens up to 10^12 were published (etcd was
+// restored from an old backup): the controller grants nothing and says why.
+func TestTokenRegressionGrantsNothing(t *testing.T) {
+	f := newFixture(t)
+	f.stop() // set the status before any controller sees the lock
+	f.lock("lock", "a", nil)
+	l := f.get("lock")
+	l.Status = lockv1.DistributedLockStatus{Phase: lockv1.PhasePending, MaxFencingToken: 1_000_000_000_000, ControllerEpoch: 1}
+	if err := k8s.Status().Update(bg(), l); err != nil {
+		t.Fatalf("seed status: %v", err)
+	}
+	f.stop = f.startController("replica-b", 3*time.Second)
+	f.pod("a-0", "a")
+	got := f.waitFor("lock", 20*time.Second, "Valid=False TokenRegression", func(l *lockv1.DistributedLock) bool {
+		for _, c := range l.Status.Conditions {
+			if c.Type == lockv1.ConditionValid && c.Status == "False" && c.Reason == lockv1.ReasonTokenRegression {
+				return true
+			}
+		}
+		return false
+	})
+	if got.Status.Holder != "" || got.Status.FencingToken != 0 {
+		t.Errorf("holder %q token %d, want no grant", got.Status.Holder, got.Status.FencingToken)
+	}
+	if tok := f.keyToken("lock"); tok != 0 {
+		t.Errorf("etcd key token %d, want no key", tok)
+	}
+	if got.Status.MaxFencingToken != 1_000_000_000_000 {
+		t.Errorf("maxFencingToken = %d, want unchanged", got.Status.MaxFencingToken)
+	}
+}
+
+// TestSteadyStateWritesNothing: a held lock observed for 5 x TTL gets no status update.
+func TestSteadyStateWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	f.pod("a-1", "a")
+	f.lock("lock", "a", nil)
+	held := f.waitFor("lock", 20*time.Second, "held with both candidates counted", func(l *lockv1.DistributedLock) bool {
+		return l.Status.Phase == lockv1.PhaseHeld && l.Status.EligibleCandidates == 2
+	})
+	w, err := k8s.Watch(bg(), &lockv1.DistributedLockList{}, client.InNamespace(f.ns))
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+	// 5 x the 2 s lease: several renewal and ownership-check rounds of the grant lease.
+	timeout := time.After(10 * time.Second)
+	updates := 0
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if l, ok := ev.Object.(*lockv1.DistributedLock); ok && ev.Type == watch.Modified && l.ResourceVersion != held.ResourceVersion {
+				updates++
+				t.Errorf("update %d in steady state: %s", updates, describe(l))
+			}
+		case <-timeout:
+			if updates != 0 {
+				t.Errorf("%d status updates in 10 s of steady state, want 0", updates)
+			}
+			return
+		}
+	}
+}

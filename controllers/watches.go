@@ -1,0 +1,113 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// NewController builds the DistributedLock controller without adding it to the manager: it
+// is started only while this replica holds the election (see Active). It watches locks
+// (status included), the pods their selectors match, and nodes (the out-of-service taint);
+// nothing polls.
+func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (controller.Controller, error) {
+	r.init()
+	c, err := controller.NewUnmanaged("distributedlock", controller.Options{
+		Reconciler:              r,
+		MaxConcurrentReconciles: max(1, maxConcurrent),
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 30*time.Second),
+		SkipNameValidation:      ptr.To(true), // one per epoch in a process's life
+	})
+	if err != nil {
+		return nil, err
+	}
+	cache := mgr.GetCache()
+	if err := c.Watch(source.Kind(cache, &lockv1.DistributedLock{}, &handler.TypedEnqueueRequestForObject[*lockv1.DistributedLock]{})); err != nil {
+		return nil, err
+	}
+	if err := c.Watch(source.Kind(cache, &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(r.podToLocks))); err != nil {
+		return nil, err
+	}
+	if err := c.Watch(source.Kind(cache, &corev1.Node{}, handler.TypedEnqueueRequestsFromMapFunc(r.nodeToLocks))); err != nil {
+		return nil, err
+	}
+	// The queue, for handles whose grant ended (see keep).
+	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.queue = q
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// podToLocks maps a pod event to the locks that select the pod or name it as holder, and
+// remembers an attested termination so that a pod deleted right after its containers
+// stopped still counts as attested.
+func (r *Reconciler) podToLocks(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
+	if attestedTerminated(pod, nil) {
+		r.mem.attest(pod.UID)
+	}
+	var locks lockv1.DistributedLockList
+	if err := r.Client.List(ctx, &locks, client.InNamespace(pod.Namespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range locks.Items {
+		l := &locks.Items[i]
+		if l.Status.HolderUID == pod.UID || selects(l, pod) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
+		}
+	}
+	return reqs
+}
+
+func selects(l *lockv1.DistributedLock, pod *corev1.Pod) bool {
+	if l.Spec.Candidates.Selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(l.Spec.Candidates.Selector)
+	return err == nil && sel.Matches(labels.Set(pod.Labels))
+}
+
+// nodeToLocks maps an out-of-service taint on a node to the locks whose holder runs there.
+func (r *Reconciler) nodeToLocks(ctx context.Context, node *corev1.Node) []reconcile.Request {
+	tainted := false
+	for _, t := range node.Spec.Taints {
+		tainted = tainted || t.Key == OutOfServiceTaint
+	}
+	if !tainted {
+		return nil
+	}
+	var locks lockv1.DistributedLockList
+	if err := r.Client.List(ctx, &locks); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range locks.Items {
+		l := &locks.Items[i]
+		if l.Status.Holder == "" {
+			continue
+		}
+		var pod corev1.Pod
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Status.Holder}, &pod); err == nil && pod.Spec.NodeName == node.Name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
+		}
+	}
+	return reqs
+}
