@@ -1,13 +1,69 @@
 // Package leadership tells a pod whether it holds its DistributedLock, in the shape of
-// client-go's leader election: OnStartedLeading(ctx, token), OnStoppedLeading, Valid().
+// client-go's leader election (OnStartedLeading(ctx, token), OnStoppedLeading, Valid()), and
+// hands it the lock's fencing token. It needs get and watch on DistributedLocks, no etcd
+// access, and the pod's UID (downward API metadata.uid, $POD_UID).
 //
-// It will lead only while its newest consistent read of the lock's status (a GET with no
-// resourceVersion, sent at S) names this pod's UID with phase Held, and only until
-// S + termLeaseSeconds - margin; watch events can end leadership, never extend it. It needs
-// read access to DistributedLocks and no etcd access.
+// # What it implements
 //
-// Unlike client-go's leader election it hands the holder a fencing token. Leadership from
-// any lease can overlap (a paused process does not know it was paused); the token makes the
-// overlap harmless only if every resource the holder writes rejects tokens lower than the
-// highest it has accepted (see pkg/fence).
+// An Elector leads one term at a time. A term is a fencing token granted to this pod:
+//
+//   - Only a consistent read starts or extends a term: a GET of the lock with resourceVersion
+//     unset, on its own uncached REST client, whose send time S is taken before the call. A
+//     read that shows status.holderUID == Identity, phase Held and token t starts a term of t
+//     (or extends the open term of t) until S + termLeaseSeconds - margin.
+//   - Reads are sent every termLeaseSeconds/3 (spec.leaseDurationSeconds/3 before the lock has
+//     a term), each allowed that long (at most 30 s), and retried sooner after a failure. Every
+//     pod reads, not only the holder: readiness needs to know that reads succeed.
+//   - A term starts promptly: a watch event that names this pod holder, with phase Held, while
+//     it does not lead, sends a read at once; the term starts when that read confirms. So a
+//     grant is led within one watch delivery plus one GET, not at the next periodic read.
+//   - A term ends at its deadline without a newer confirming read, and at once when a read or a
+//     watch event shows another holder, another phase, another token (a new term for the same
+//     pod: the old term stops, then the new one starts), or no lock. Watch events never extend
+//     a term.
+//   - Observations are ordered: one with a lower resourceVersion, or on the same incarnation
+//     of the lock a lower maxFencingToken (or a Held token below the highest token seen), than
+//     one already accepted is dropped, so a replayed or reordered watch event changes nothing.
+//     resourceVersions are compared as unsigned integers, which is their form on etcd-backed
+//     storage (the API server calls them opaque); one that does not parse is ordered by token
+//     only.
+//   - Margin per term is min(max(2s, L/50), L/4) of L = status.termLeaseSeconds, or
+//     Config.Margin; a term whose margin is not below L/2, or a grant without
+//     termLeaseSeconds, is refused (not led, and ReadyzCheck fails while that grant stands).
+//   - Deadlines are measured on CLOCK_BOOTTIME on Linux (so time suspended counts) and on Go's
+//     monotonic clock elsewhere; no decision compares this clock with another machine's.
+//     Valid(), ValidUntil() and Token() read the clock themselves.
+//   - Callbacks run one at a time on one goroutine, in event order. OnStartedLeading's
+//     context is cancelled when its term ends; OnStoppedLeading follows once OnStartedLeading
+//     has returned. ReadyzCheck fails while they overrun Config.StopBudget, and when no
+//     consistent read has succeeded for longer than L - margin; it never depends on holding
+//     the lock.
+//   - Run owns every goroutine it starts (reads, watch, callbacks) and returns after all have
+//     ended.
+//
+// # Guarantees
+//
+// While Valid() is true, a consistent read sent less than termLeaseSeconds - margin ago (on
+// this pod's clock) showed this pod as holder with Token(), and no newer observation has
+// shown otherwise. Because the controller waits lockDelaySeconds (at least termLeaseSeconds)
+// after its acknowledged Releasing write before granting anyone else, and every read sent after
+// that write sees Releasing, a holder cut off from the API server stops before the next holder
+// starts, as long as the two clocks do not drift apart by more than the margin over one lease.
+//
+// # What it does not guarantee
+//
+//   - Mutual exclusion in time. A process can pause (GC, CPU starvation, SIGSTOP, a VM
+//     freeze) between Valid() and its write, and clocks drift; leadership from any lease can
+//     overlap. Unlike client-go's leader election this package hands out a fencing token,
+//     and the token makes the overlap harmless only if every resource the holder writes
+//     rejects tokens lower than the highest it has accepted (see pkg/fence). A new term's
+//     first act should be to raise the fence at the resources it will read from, before
+//     reading state that feeds its writes.
+//   - Prompt callbacks. A term's context is cancelled when the decision loop notices the end;
+//     Valid() turns false exactly at the deadline even when nothing has run yet. Check Valid()
+//     right before each write.
+//   - Seeing every grant. A term that starts and ends while earlier callbacks still run gets
+//     no callbacks; OnNewHolder reports changes, may come from an unconfirmed watch event, and
+//     is not called after Run's context ends.
+//   - Any meaning for resourceVersions on storage other than etcd (see above).
 package leadership

@@ -1,0 +1,116 @@
+package leadership
+
+import "sync"
+
+// taskKind is what a queued callback task does.
+type taskKind int
+
+const (
+	taskStart taskKind = iota
+	taskStop
+	taskNewHolder
+)
+
+// task is one queued callback.
+type task struct {
+	kind   taskKind
+	term   *term // taskStart, taskStop
+	holder string
+	token  int64 // taskNewHolder
+}
+
+// runner calls the callbacks one at a time, in queue order, on its own goroutine, so that
+// the decision loop never waits for user code. The queue is unbounded: the loop adds at most
+// a few tasks per observation, and a stuck callback shows in ReadyzCheck, not as a blocked
+// loop.
+type runner struct {
+	cbs      Callbacks
+	stopDone func() // reports that a term's stop callbacks returned
+
+	mu     sync.Mutex
+	queue  []task
+	closed bool
+	wake   chan struct{} // capacity 1: "the queue changed"
+}
+
+func newRunner(cbs Callbacks, stopDone func()) *runner {
+	return &runner{cbs: cbs, stopDone: stopDone, wake: make(chan struct{}, 1)}
+}
+
+func (r *runner) start(t *term) { r.push(task{kind: taskStart, term: t}) }
+func (r *runner) stop(t *term)  { r.push(task{kind: taskStop, term: t}) }
+func (r *runner) newHolder(holder string, tok int64) {
+	r.push(task{kind: taskNewHolder, holder: holder, token: tok})
+}
+
+func (r *runner) push(t task) {
+	r.mu.Lock()
+	r.queue = append(r.queue, t)
+	r.mu.Unlock()
+	r.signal()
+}
+
+// close lets run return once the queue is drained; OnNewHolder tasks still queued are dropped.
+func (r *runner) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *runner) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the next task; false means closed and drained.
+func (r *runner) next() (task, bool, bool) {
+	for {
+		r.mu.Lock()
+		if len(r.queue) > 0 {
+			t := r.queue[0]
+			r.queue = r.queue[1:]
+			closed := r.closed
+			r.mu.Unlock()
+			return t, closed, true
+		}
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return task{}, true, false
+		}
+		<-r.wake
+	}
+}
+
+// run calls the callbacks until closed and drained.
+func (r *runner) run() {
+	for {
+		t, closed, ok := r.next()
+		if !ok {
+			return
+		}
+		switch t.kind {
+		case taskStart:
+			// A term that ended before its turn came is skipped, with its stop.
+			if t.term.ctx.Err() != nil {
+				continue
+			}
+			t.term.started = true
+			if r.cbs.OnStartedLeading != nil {
+				r.cbs.OnStartedLeading(t.term.ctx, t.term.token)
+			}
+		case taskStop:
+			if t.term.started && r.cbs.OnStoppedLeading != nil {
+				r.cbs.OnStoppedLeading()
+			}
+			r.stopDone()
+		case taskNewHolder:
+			if !closed && r.cbs.OnNewHolder != nil {
+				r.cbs.OnNewHolder(t.holder, t.token)
+			}
+		}
+	}
+}

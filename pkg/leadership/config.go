@@ -1,0 +1,158 @@
+package leadership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+)
+
+// Defaults and limits.
+const (
+	// DefaultStopBudget is Config.StopBudget when unset.
+	DefaultStopBudget = 5 * time.Second
+
+	// minDefaultMargin is the smallest default margin of a term (unless L/4 is smaller).
+	minDefaultMargin = 2 * time.Second
+)
+
+// ErrInvalidConfig is wrapped by every error New returns for a Config it refuses; the message
+// names the field.
+var ErrInvalidConfig = errors.New("leadership: invalid config")
+
+// Config configures an Elector. Every field states its default.
+type Config struct {
+	// Config reaches the API server. The elector needs get and watch on distributedlocks in
+	// Namespace (grant get, list and watch). Required. It is copied; the elector always asks
+	// for JSON.
+	Config *rest.Config
+
+	// Namespace is the DistributedLock's namespace. Required.
+	Namespace string
+
+	// Lock is the DistributedLock's name. Required.
+	Lock string
+
+	// Identity is this pod's UID: the pod leads only while the lock's status.holderUID equals
+	// it. Defaults to $POD_UID (set it from the downward API, fieldRef metadata.uid). Required:
+	// New fails when both are empty. A pod name is never an identity: a pod deleted and created
+	// again under the same name has a new UID and is not the holder.
+	Identity types.UID
+
+	// Name is this pod's name, for logs only. Defaults to $POD_NAME.
+	Name string
+
+	// Margin is subtracted from every deadline: a term confirmed by a read sent at S ends at
+	// S + termLeaseSeconds - Margin. Zero means DefaultMargin(termLeaseSeconds) for each term.
+	// A term whose termLeaseSeconds is not more than twice Margin is refused: the pod does not
+	// lead it and its ReadyzCheck fails while that grant stands. Must not be negative.
+	Margin time.Duration
+
+	// StopBudget is how long, after leadership ends, OnStartedLeading may take to return and
+	// OnStoppedLeading to run: past it ReadyzCheck fails until OnStoppedLeading has returned.
+	// Zero means DefaultStopBudget. Must not be negative.
+	StopBudget time.Duration
+
+	// Log receives term changes (Info) and failed reads (V(1)). The zero Logger discards.
+	Log logr.Logger
+
+	// Callbacks are told about terms and holders; all are optional.
+	Callbacks Callbacks
+}
+
+// Callbacks are called one at a time, in the order of the events they report, from one
+// goroutine the Elector owns: a callback never runs concurrently with another, so a slow
+// callback delays the ones after it (never the elector's decisions; Valid() is always current).
+type Callbacks struct {
+	// OnStartedLeading is called when a term starts, with the term's fencing token. ctx is
+	// cancelled as soon as the term ends (a deadline passed without a confirming read, or an
+	// observation shows another holder, phase or token, or Run's context ended). It may return
+	// at once or run for the whole term; it must return soon after ctx is cancelled. A ctx
+	// cancellation can be observed late after a pause: check Valid() right before each write
+	// and carry the token to the resource. A term that ends before its OnStartedLeading could
+	// be called (earlier callbacks were still running) gets neither this call nor
+	// OnStoppedLeading.
+	OnStartedLeading func(ctx context.Context, token int64)
+
+	// OnStoppedLeading is called after a term ends and its OnStartedLeading has returned. Both
+	// must complete within Config.StopBudget of the end of the term, or ReadyzCheck fails until
+	// they do. Run returns only after it has returned.
+	OnStoppedLeading func()
+
+	// OnNewHolder is called when an accepted observation (a read or a watch event) shows a
+	// holder and token other than the last one reported, with phase Held; this pod included.
+	// It is informational: it may come from a watch event no read has confirmed.
+	OnNewHolder func(holder string, token int64)
+}
+
+// DefaultMargin is the margin of a term of lease L when Config.Margin is zero:
+// min(max(2s, L/50), L/4).
+func DefaultMargin(lease time.Duration) time.Duration {
+	return min(max(minDefaultMargin, lease/50), lease/4)
+}
+
+// withDefaults fills the defaults of c (from the environment for Identity and Name) and
+// checks it; the error wraps ErrInvalidConfig and names the field.
+func (c Config) withDefaults() (Config, error) {
+	if c.Identity == "" {
+		c.Identity = types.UID(os.Getenv("POD_UID"))
+	}
+	if c.Name == "" {
+		c.Name = os.Getenv("POD_NAME")
+	}
+	if c.StopBudget == 0 {
+		c.StopBudget = DefaultStopBudget
+	}
+	switch {
+	case c.Config == nil:
+		return c, invalid("Config", "required")
+	case c.Namespace == "":
+		return c, invalid("Namespace", "required")
+	case c.Lock == "":
+		return c, invalid("Lock", "required")
+	case c.Identity == "":
+		return c, invalid("Identity", "required: set it or $POD_UID (downward API metadata.uid)")
+	case c.Margin < 0:
+		return c, invalid("Margin", fmt.Sprintf("%v is negative", c.Margin))
+	case c.StopBudget < 0:
+		return c, invalid("StopBudget", fmt.Sprintf("%v is negative", c.StopBudget))
+	}
+	if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
+		return c, invalid("Namespace", fmt.Sprintf("%q: %s", c.Namespace, strings.Join(errs, "; ")))
+	}
+	if errs := validation.IsDNS1123Subdomain(c.Lock); len(errs) > 0 {
+		return c, invalid("Lock", fmt.Sprintf("%q: %s", c.Lock, strings.Join(errs, "; ")))
+	}
+	return c, nil
+}
+
+// invalid is the error for a refused field.
+func invalid(field, reason string) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
+}
+
+// margin is the margin of a term of lease L.
+func (c *Config) margin(lease time.Duration) time.Duration {
+	if c.Margin > 0 {
+		return c.Margin
+	}
+	return DefaultMargin(lease)
+}
+
+// refuses reports why a term of lease L cannot be led, or nil.
+func (c *Config) refuses(lease time.Duration) error {
+	if lease <= 0 {
+		return errors.New("leadership: the grant has no status.termLeaseSeconds")
+	}
+	if m := c.margin(lease); m >= lease/2 {
+		return fmt.Errorf("leadership: Margin %v is not below half of termLeaseSeconds %v: term refused", m, lease)
+	}
+	return nil
+}

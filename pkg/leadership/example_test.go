@@ -1,0 +1,90 @@
+package leadership_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/lockwarden/lockwarden/pkg/leadership"
+)
+
+// Example runs a pod's work while it holds the lock "payments-leader". The pod gets POD_UID
+// and POD_NAME from the downward API, needs get, list and watch on distributedlocks, and
+// serves ReadyzCheck as its readinessProbe. It needs a cluster, so it only compiles here.
+func Example() {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var el *leadership.Elector
+	el, err = leadership.New(leadership.Config{
+		Config:    cfg,
+		Namespace: "shop",
+		Lock:      "payments-leader",
+		// Identity and Name default to $POD_UID and $POD_NAME.
+		Callbacks: leadership.Callbacks{
+			OnStartedLeading: func(ctx context.Context, token int64) {
+				// First raise the fence to token at every resource this term reads from,
+				// then work; check Valid() right before each write and send the token.
+				for ctx.Err() == nil {
+					if !el.Valid() {
+						return
+					}
+					fmt.Println("write with fencing token", token)
+					time.Sleep(time.Second)
+				}
+			},
+			OnStoppedLeading: func() { fmt.Println("stopped leading") },
+			OnNewHolder:      func(holder string, token int64) { fmt.Println("holder", holder, "token", token) },
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+
+	http.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := el.ReadyzCheck(r); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	go func() { _ = http.ListenAndServe(":8081", nil) }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := el.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// ExampleNew shows that New names the field it refuses.
+func ExampleNew() {
+	_, err := leadership.New(leadership.Config{
+		Config:    &rest.Config{Host: "https://127.0.0.1:6443"},
+		Namespace: "shop",
+		Lock:      "payments-leader",
+		Identity:  "1f0c7a52-0000-4000-8000-000000000001",
+		Margin:    -time.Second,
+	})
+	fmt.Println(err)
+	// Output: leadership: invalid config: Margin: -1s is negative
+}
+
+// ExampleDefaultMargin prints the margin of a few term leases.
+func ExampleDefaultMargin() {
+	for _, lease := range []time.Duration{2 * time.Second, 15 * time.Second, time.Hour} {
+		fmt.Println(lease, leadership.DefaultMargin(lease))
+	}
+	// Output:
+	// 2s 500ms
+	// 15s 2s
+	// 1h0m0s 1m12s
+}

@@ -1,0 +1,222 @@
+package leadership
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// term is one period of leadership under one token.
+type term struct {
+	token  int64
+	ctx    context.Context // OnStartedLeading's; cancelled when the term ends
+	cancel context.CancelFunc
+	// started is set by the callback runner when it calls OnStartedLeading.
+	started bool
+}
+
+// holderKey identifies a grant for OnNewHolder.
+type holderKey struct {
+	uid   types.UID
+	token int64
+}
+
+// loop is the one goroutine that decides: every observation, deadline and shutdown passes
+// through run, so terms start and end in one order, the order the callbacks see.
+type loop struct {
+	e       *Elector
+	ctx     context.Context // Run's
+	cb      *runner
+	readNow chan<- struct{}
+	log     logr.Logger
+
+	// Ordering of observations (see accept).
+	seenRV   uint64
+	haveRV   bool
+	lockUID  types.UID
+	tokenMax int64 // highest token seen on this incarnation of the lock
+
+	reported holderKey // last grant passed to OnNewHolder
+	term     *term     // the open term, nil when not leading
+	deadline *time.Timer
+}
+
+// log returns the elector's logger with the lock and identity attached.
+func (e *Elector) log() logr.Logger {
+	return e.cfg.Log.WithValues("lock", e.cfg.Namespace+"/"+e.cfg.Lock, "identity", e.cfg.Identity, "pod", e.cfg.Name)
+}
+
+// run decides until ctx ends, then ends any open term.
+func (l *loop) run(observations <-chan observation) {
+	l.deadline = time.NewTimer(time.Hour)
+	l.deadline.Stop()
+	defer l.deadline.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			l.end("elector stopped")
+			return
+		case o := <-observations:
+			l.observe(o)
+		case <-l.deadline.C:
+			l.checkDeadline()
+		}
+	}
+}
+
+// observe applies one observation.
+func (l *loop) observe(o observation) {
+	if o.read {
+		if o.err != nil {
+			l.e.readFailed(o.err)
+			l.log.V(1).Info("consistent read failed", "error", o.err.Error())
+			return
+		}
+		l.e.readDone(o.sent, leaseOf(o.lock))
+	}
+	if o.lock == nil || o.deleted {
+		if o.deleted && !l.accept(o.lock) {
+			return
+		}
+		// No lock, so no holder: a read that finds none is newer than anything seen before it.
+		l.end("lock not found")
+		l.reported = holderKey{}
+		l.e.setRefused(nil)
+		return
+	}
+	if !l.accept(o.lock) {
+		return
+	}
+	st := &o.lock.Status
+	mine := st.Phase == lockv1.PhaseHeld && st.HolderUID == l.e.cfg.Identity && st.FencingToken > 0
+	if l.term != nil && (!mine || st.FencingToken != l.term.token) {
+		l.end(endReason(st, l.e.cfg.Identity))
+	}
+	if st.Phase == lockv1.PhaseHeld {
+		if k := (holderKey{st.HolderUID, st.FencingToken}); k != l.reported {
+			l.reported = k
+			l.cb.newHolder(st.Holder, st.FencingToken)
+		}
+	}
+	if !mine {
+		l.e.setRefused(nil)
+		return
+	}
+	lease := time.Duration(st.TermLeaseSeconds) * time.Second
+	if err := l.e.cfg.refuses(lease); err != nil {
+		l.end("term refused")
+		l.e.setRefused(err)
+		l.log.Info("term refused", "token", st.FencingToken, "error", err.Error())
+		return
+	}
+	l.e.setRefused(nil)
+	if !o.read {
+		// A watch event never starts or extends a term; it asks for a consistent read now.
+		if l.term == nil {
+			select {
+			case l.readNow <- struct{}{}:
+			default: // a read is already due
+			}
+		}
+		return
+	}
+	deadline := o.sent.add(lease - l.e.cfg.margin(lease))
+	if now() >= deadline {
+		return // confirmed too late to lead; the next read decides
+	}
+	if l.term == nil {
+		l.start(st.FencingToken, deadline)
+		return
+	}
+	l.extend(deadline)
+}
+
+// accept orders observations: it drops one older than an observation already accepted (a
+// lower resourceVersion, or a lower token on the same incarnation of the lock) and records a
+// newer one.
+func (l *loop) accept(lock *lockv1.DistributedLock) bool {
+	rv, rvOK := parseRV(lock.ResourceVersion)
+	if rvOK && l.haveRV && rv < l.seenRV {
+		return false
+	}
+	st := &lock.Status
+	if lock.UID == l.lockUID {
+		if st.MaxFencingToken < l.tokenMax || (st.Phase == lockv1.PhaseHeld && st.FencingToken < l.tokenMax) {
+			return false
+		}
+	} else {
+		// A lock deleted and created again starts its maxFencingToken over; its tokens still
+		// grow, because they are etcd revisions.
+		l.lockUID, l.tokenMax = lock.UID, 0
+	}
+	if rvOK {
+		l.seenRV, l.haveRV = rv, true
+	}
+	l.tokenMax = max(l.tokenMax, st.MaxFencingToken, st.FencingToken)
+	return true
+}
+
+// endReason says why an observation ends the open term.
+func endReason(st *lockv1.DistributedLockStatus, me types.UID) string {
+	switch {
+	case st.Phase != lockv1.PhaseHeld:
+		return "phase " + string(st.Phase)
+	case st.HolderUID != me:
+		return "another holder"
+	default:
+		return "new token"
+	}
+}
+
+// start opens a term of token until deadline.
+func (l *loop) start(token int64, deadline instant) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	l.term = &term{token: token, ctx: ctx, cancel: cancel}
+	l.e.led.Store(&termView{token: token, deadline: deadline})
+	l.deadline.Reset(deadline.sub(now()))
+	l.cb.start(l.term)
+	l.log.Info("leading", "token", token, "validFor", deadline.sub(now()).Round(time.Millisecond))
+}
+
+// extend moves the open term's deadline later.
+func (l *loop) extend(deadline instant) {
+	if v := l.e.led.Load(); v != nil && deadline <= v.deadline {
+		return
+	}
+	l.e.led.Store(&termView{token: l.term.token, deadline: deadline})
+	l.deadline.Reset(deadline.sub(now()))
+}
+
+// checkDeadline ends the open term when its deadline has passed (the timer may have fired for
+// a deadline since extended).
+func (l *loop) checkDeadline() {
+	v := l.e.led.Load()
+	if l.term == nil || v == nil {
+		return
+	}
+	if left := v.deadline.sub(now()); left > 0 {
+		l.deadline.Reset(left)
+		return
+	}
+	l.end("deadline passed without a confirming read")
+}
+
+// end closes the open term, if any: Valid turns false, the term's context is cancelled and
+// its stop callbacks are queued.
+func (l *loop) end(reason string) {
+	t := l.term
+	if t == nil {
+		return
+	}
+	l.term = nil
+	l.e.led.Store(nil)
+	l.deadline.Stop()
+	t.cancel()
+	l.e.stopBegan(now())
+	l.cb.stop(t)
+	l.log.Info("stopped leading", "token", t.token, "reason", reason)
+}
