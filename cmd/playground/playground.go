@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
+	"github.com/lockwarden/lockwarden/internal/testenv"
+)
+
+const (
+	ns   = "default"
+	lock = "payments-leader" // from config/samples
+)
+
+// playground is everything run starts, so that close can stop it in reverse.
+type playground struct {
+	root, dir, kubeconfig string
+	out                   io.Writer
+
+	env      *testenv.Env
+	etcd     *testenv.Etcd
+	k8s      client.WithWatch
+	kubelet  *kubelet
+	manager  *proc
+	ledger   *proc
+	ledgerAt string
+	workers  map[string]*proc       // by pod name
+	pods     map[string]*corev1.Pod // by pod name
+
+	stopView context.CancelFunc
+	viewDone sync.WaitGroup
+}
+
+func (p *playground) say(format string, args ...any) { fmt.Fprintf(p.out, format+"\n", args...) }
+
+func (p *playground) start(ctx context.Context) error {
+	p.say("starting a local control plane (kube-apiserver and etcd from ./bin) ...")
+	var err error
+	if p.env, err = testenv.Start(); err != nil {
+		return err
+	}
+	p.kubeconfig = filepath.Join(p.dir, "kubeconfig")
+	if err := p.env.Kubeconfig(p.kubeconfig); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := lockv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if p.k8s, err = client.NewWithWatch(p.env.Config, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(p.env.Config)
+	if err != nil {
+		return err
+	}
+	p.kubelet = &kubelet{cs: cs, ns: ns}
+
+	p.say("starting lockwarden's etcd (./bin/etcd) and the manager (./bin/lockwarden) ...")
+	if p.etcd, err = testenv.StartEtcd(p.root, filepath.Join(p.dir, "etcd")); err != nil {
+		return err
+	}
+	bin := func(name string) string { return filepath.Join(p.root, "bin", name) }
+	if p.manager, err = start(p.dir, "lockwarden", bin("lockwarden"), []string{"KUBECONFIG=" + p.kubeconfig},
+		"--etcd-endpoints", p.etcd.Endpoint, "--election-ttl", "5s", "--etcd-lease-ttl", "30s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", "playground-manager"); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	p.ledgerAt = "http://127.0.0.1:" + strconv.Itoa(port)
+	if p.ledger, err = start(p.dir, "ledger", bin("fenced-worker"), nil, "ledger", "--listen", "127.0.0.1:"+strconv.Itoa(port)); err != nil {
+		return err
+	}
+
+	p.say("applying config/samples ...")
+	apply := exec.CommandContext(ctx, bin("kubectl"), "--kubeconfig", p.kubeconfig, "apply", "-f", filepath.Join(p.root, "config", "samples"))
+	apply.Stdout, apply.Stderr = p.out, os.Stderr
+	if err := apply.Run(); err != nil {
+		return fmt.Errorf("apply config/samples: %w", err)
+	}
+
+	viewCtx, stopView := context.WithCancel(ctx)
+	p.stopView = stopView
+	v := &view{k8s: p.k8s, ns: ns, out: p.out, last: map[string]string{}}
+	p.viewDone.Add(1)
+	go func() {
+		defer p.viewDone.Done()
+		v.run(viewCtx)
+	}()
+
+	p.say("creating candidate pods; no kubelet runs here, so the playground sets their status as a kubelet would ...")
+	p.workers, p.pods = map[string]*proc{}, map[string]*corev1.Pod{}
+	for _, name := range []string{"reports-0", "reports-1"} {
+		if _, err := p.kubelet.createPod(ctx, name, map[string]string{"app": "reports"}); err != nil {
+			return err
+		}
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("payments-%d", i)
+		pod, err := p.kubelet.createPod(ctx, name, map[string]string{"app": "payments"})
+		if err != nil {
+			return err
+		}
+		p.pods[name] = pod
+		w, err := start(p.dir, "worker-"+name, bin("fenced-worker"), []string{
+			"KUBECONFIG=" + p.kubeconfig, "POD_NAME=" + name, "POD_UID=" + string(pod.UID),
+			"LOCK_NAMESPACE=" + ns, "LOCK_NAME=" + lock, "LEDGER_URL=" + p.ledgerAt,
+		}, "--probe-address", "0")
+		if err != nil {
+			return err
+		}
+		p.workers[name] = w
+	}
+	return nil
+}
+
+// demo waits for a holder that writes, then ends it gracefully and shows the failover and
+// the ledger refusing the old token.
+func (p *playground) demo(ctx context.Context) error {
+	first, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a holder", func(l *lockv1.DistributedLock) bool {
+		return l.Status.Phase == lockv1.PhaseHeld
+	})
+	if err != nil {
+		return err
+	}
+	oldPod, oldToken, oldUID := first.Status.Holder, first.Status.FencingToken, string(first.Status.HolderUID)
+	if err := p.waitWrites(ctx, oldUID, oldToken, 3); err != nil {
+		return fmt.Errorf("%s leads with token %d: %w", oldPod, oldToken, err)
+	}
+	p.say("%s leads with token %d and has written to the ledger", oldPod, oldToken)
+
+	p.say("stopping %s's worker (SIGTERM); the stand-in kubelet reports its container terminated and deletes the pod ...", oldPod)
+	w := p.workers[oldPod]
+	if w == nil {
+		return fmt.Errorf("holder %s is not one of the playground's workers", oldPod)
+	}
+	w.stop(10 * time.Second)
+	if err := p.kubelet.terminated(ctx, p.pods[oldPod], 0); err != nil {
+		return err
+	}
+	next, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a new holder", func(l *lockv1.DistributedLock) bool {
+		return l.Status.Phase == lockv1.PhaseHeld && l.Status.Holder != oldPod && l.Status.FencingToken > oldToken
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.waitWrites(ctx, string(next.Status.HolderUID), next.Status.FencingToken, 1); err != nil {
+		return fmt.Errorf("%s leads with token %d: %w", next.Status.Holder, next.Status.FencingToken, err)
+	}
+	p.say("%s leads with token %d and has written to the ledger", next.Status.Holder, next.Status.FencingToken)
+
+	p.say("sending a write with %s's old token %d, as a paused ex-leader waking up would ...", oldPod, oldToken)
+	c := &ledger.Client{URL: p.ledgerAt, HTTP: &http.Client{Timeout: 5 * time.Second}}
+	err = c.Append(ctx, oldUID, oldToken, "late write from "+oldPod)
+	switch {
+	case err == nil:
+		return fmt.Errorf("stale write with token %d was accepted, want the ledger to refuse it", oldToken)
+	case !errors.Is(err, ledger.ErrStale):
+		return fmt.Errorf("stale write with token %d: %w (want the ledger to refuse it as stale)", oldToken, err)
+	}
+	p.say("ledger answered: %v", err)
+	p.say("failover: %s token %d -> %s token %d", oldPod, oldToken, next.Status.Holder, next.Status.FencingToken)
+	p.say("ledger rejected token %d from %s", oldToken, oldPod)
+	return nil
+}
+
+// waitWrites waits until the ledger holds n entries written by uid with token.
+func (p *playground) waitWrites(ctx context.Context, uid string, token int64, n int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if got, err := p.entries(ctx, uid, token); err == nil && got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no %d ledger writes within 60 s (see %s/worker-*.log)", n, p.dir)
+}
+
+func (p *playground) entries(ctx context.Context, uid string, token int64) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ledgerAt+"/entries", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var es []ledger.Entry
+	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range es {
+		if e.Writer == uid && e.Token == token {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (p *playground) hint() {
+	rel, _ := filepath.Rel(p.root, p.kubeconfig)
+	p.say(`
+The playground keeps running. In another terminal, from %s:
+  export KUBECONFIG=./%s
+  ./bin/kubectl get distributedlocks
+  ./bin/kubectl get dlock -w
+  ./bin/kubectl describe dlock %s
+  ./bin/kubectl wait --for=jsonpath='{.status.holder}'=reports-0 dlock/reports-leader
+Logs of every process are in ./.playground/*.log. Ctrl-C stops everything and removes ./.playground.`, p.root, rel, lock)
+}
+
+// close stops everything in reverse order of start.
+func (p *playground) close() {
+	if p.stopView != nil {
+		p.stopView()
+		p.viewDone.Wait()
+	}
+	for _, w := range p.workers {
+		w.stop(5 * time.Second)
+	}
+	if p.ledger != nil {
+		p.ledger.stop(5 * time.Second)
+	}
+	if p.manager != nil {
+		p.manager.stop(10 * time.Second)
+	}
+	if p.etcd != nil {
+		p.etcd.Stop()
+	}
+	if p.env != nil {
+		if err := p.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "playground:", err)
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// view prints a line whenever a lock's holder, token or phase changes, from a watch.
+type view struct {
+	k8s  client.WithWatch
+	ns   string
+	out  io.Writer
+	mu   sync.Mutex
+	last map[string]string
+}
+
+// run follows the locks until ctx ends, re-opening the watch if the API server closes it.
+func (v *view) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := v.k8s.Watch(ctx, &lockv1.DistributedLockList{}, client.InNamespace(v.ns))
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if l, ok := ev.Object.(*lockv1.DistributedLock); ok && ev.Type != watch.Deleted {
+				v.show(l)
+			}
+		}
+		w.Stop()
+	}
+}
+
+func (v *view) show(l *lockv1.DistributedLock) {
+	s := l.Status
+	phase := string(s.Phase)
+	if phase == "" {
+		phase = "-"
+	}
+	line := fmt.Sprintf("  %-16s phase=%-9s holder=%-12s token=%d", l.Name, phase, orDash(s.Holder), s.FencingToken)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.last[l.Name] == line {
+		return
+	}
+	v.last[l.Name] = line
+	fmt.Fprintf(v.out, "%s lock%s\n", time.Now().Format("15:04:05.000"), line)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// waitLock polls the lock until cond holds or ctx ends.
+func waitLock(ctx context.Context, k8s client.Client, ns, name string, timeout time.Duration, what string, cond func(*lockv1.DistributedLock) bool) (*lockv1.DistributedLock, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		var l lockv1.DistributedLock
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &l); err == nil && cond(&l) {
+			return &l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lock %s: %s: not within %v", name, what, timeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

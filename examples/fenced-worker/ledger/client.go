@@ -1,0 +1,63 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// ErrStale is returned by Client calls the ledger refused for a stale token.
+var ErrStale = errors.New("ledger: stale token")
+
+// Client writes to a ledger over HTTP.
+type Client struct {
+	// URL is the ledger's base URL, e.g. http://127.0.0.1:8090.
+	URL string
+	// HTTP is the client to use; nil means http.DefaultClient.
+	HTTP *http.Client
+}
+
+// Fence raises the fence to token for writer: the first act of a new term.
+func (c *Client) Fence(ctx context.Context, writer string, token int64) error {
+	return c.post(ctx, "/fence", Write{Writer: writer, Token: token})
+}
+
+// Append appends entry with token for writer.
+func (c *Client) Append(ctx context.Context, writer string, token int64, entry string) error {
+	return c.post(ctx, "/append", Write{Writer: writer, Token: token, Entry: entry})
+}
+
+func (c *Client) post(ctx context.Context, path string, w Write) error {
+	body, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	var rep Reply
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return fmt.Errorf("ledger %s: status %d: %w", path, resp.StatusCode, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusConflict:
+		return fmt.Errorf("%w: %s", ErrStale, rep.Error)
+	}
+	return fmt.Errorf("ledger %s: status %d: %s", path, resp.StatusCode, rep.Error)
+}
