@@ -3,9 +3,14 @@ package controllers_test
 import (
 	"bytes"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -38,7 +43,7 @@ func (m *managerProc) output() string {
 }
 
 // startManager runs the built manager against the test's API server and etcd prefix.
-func (f *fixture) startManager(identity string) *managerProc {
+func (f *fixture) startManager(identity string, extra ...string) *managerProc {
 	f.t.Helper()
 	bin := filepath.Join(env.Root, "bin", "lockwarden")
 	if _, err := os.Stat(bin); err != nil {
@@ -51,7 +56,11 @@ func (f *fixture) startManager(identity string) *managerProc {
 	m := &managerProc{t: f.t, exited: make(chan struct{})}
 	m.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--etcd-endpoints", etcd.Endpoint,
 		"--etcd-prefix", f.prefix, "--election-ttl", "3s", "--etcd-lease-ttl", "13s",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", identity)
+		"--identity", identity)
+	if len(extra) == 0 {
+		extra = []string{"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+	}
+	m.cmd.Args = append(m.cmd.Args, extra...)
 	m.cmd.Stdout, m.cmd.Stderr = m, m
 	if err := m.cmd.Start(); err != nil {
 		f.t.Fatalf("start %s: %v", bin, err)
@@ -206,4 +215,87 @@ func TestKilledControllerStandbyTakesOver(t *testing.T) {
 	if got := f.keyToken("lock"); got != first.Status.FencingToken {
 		t.Errorf("etcd token = %d, want %d (grant lease resumed, key kept)", got, first.Status.FencingToken)
 	}
+}
+
+// TestStandbyReadyAndReadyzFollowsEtcd: a standby reports Ready (readiness never depends on
+// the election); /readyz fails on every replica while etcd is down and recovers after; the
+// metrics say which replica is active.
+func TestStandbyReadyAndReadyzFollowsEtcd(t *testing.T) {
+	f := newFixture(t)
+	f.stop()
+	ports, err := freeTCPPorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	f.startManager("first", "--metrics-bind-address", addr(ports[0]), "--health-probe-bind-address", addr(ports[1]))
+	f.waitElected("first", 20*time.Second)
+	f.startManager("second", "--metrics-bind-address", addr(ports[2]), "--health-probe-bind-address", addr(ports[3]))
+	readyz := func(p int) int {
+		resp, err := http.Get("http://" + addr(p) + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// want 200 (ready) or 500 (controller-runtime's answer for a failing check).
+	waitStatus := func(p, want int, within time.Duration, what string) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for readyz(p) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz on %d = %d, want %d", what, p, readyz(p), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitStatus(ports[1], 200, 20*time.Second, "active")
+	waitStatus(ports[3], 200, 20*time.Second, "standby")
+	for _, c := range []struct {
+		port int
+		want string
+	}{{ports[0], "lockwarden_active 1"}, {ports[2], "lockwarden_active 0"}} {
+		resp, err := http.Get("http://" + addr(c.port) + "/metrics")
+		if err != nil {
+			t.Fatalf("metrics: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.want) {
+			t.Errorf("metrics on %d lack %q", c.port, c.want)
+		}
+	}
+	etcd.Stop()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = etcd.Start()
+		}
+	})
+	waitStatus(ports[3], 500, 10*time.Second, "standby with etcd down")
+	if err := etcd.Start(); err != nil {
+		t.Fatalf("restart etcd: %v", err)
+	}
+	restarted = true
+	waitStatus(ports[3], 200, 20*time.Second, "standby with etcd back")
+}
+
+func freeTCPPorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

@@ -74,3 +74,33 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenRegressionKeyBelowPublished: etcd holds a grant whose token is below the token
+// status already published (etcd was restored from an older snapshot): the controller
+// neither publishes that grant nor grants anew, and says why.
+func TestTokenRegressionKeyBelowPublished(t *testing.T) {
+	f := newFixture(t)
+	f.pod("a-0", "a")
+	f.lock("lock", "a", nil)
+	held := f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
+	f.stop()
+	const published = 1_000_000_000_000
+	l := f.get("lock")
+	l.Status.FencingToken, l.Status.MaxFencingToken = published, published
+	if err := k8s.Status().Update(bg(), l); err != nil {
+		t.Fatalf("seed status: %v", err)
+	}
+	f.stop = f.startController("replica-b", 3*time.Second)
+	got := f.waitFor("lock", 20*time.Second, "Valid=False TokenRegression", condition(lockv1.ConditionValid, "False"))
+	for _, c := range got.Status.Conditions {
+		if c.Type == lockv1.ConditionValid && c.Reason != lockv1.ReasonTokenRegression {
+			t.Errorf("Valid reason = %s, want %s", c.Reason, lockv1.ReasonTokenRegression)
+		}
+	}
+	if got.Status.FencingToken != published || got.Status.MaxFencingToken != published {
+		t.Errorf("status token %d max %d, want both still %d", got.Status.FencingToken, got.Status.MaxFencingToken, published)
+	}
+	if tok := f.keyToken("lock"); tok != held.Status.FencingToken {
+		t.Errorf("etcd token = %d, want the old grant %d untouched", tok, held.Status.FencingToken)
+	}
+}

@@ -160,6 +160,7 @@ func (p *playground) demo(ctx context.Context) error {
 		return fmt.Errorf("holder %s is not one of the playground's workers", oldPod)
 	}
 	w.stop(10 * time.Second)
+	reported := time.Now()
 	if err := p.kubelet.terminated(ctx, p.pods[oldPod], 0); err != nil {
 		return err
 	}
@@ -169,6 +170,7 @@ func (p *playground) demo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.say("new holder published %v after the kubelet's report (polled every 50 ms)", time.Since(reported).Round(time.Millisecond))
 	if err := p.waitWrites(ctx, string(next.Status.HolderUID), next.Status.FencingToken, 1); err != nil {
 		return fmt.Errorf("%s leads with token %d: %w", next.Status.Holder, next.Status.FencingToken, err)
 	}
