@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/controllers"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -33,7 +31,7 @@ import (
 var (
 	env    *testenv.Env
 	etcd   *testenv.Etcd
-	scheme = runtime.NewScheme()
+	scheme *runtime.Scheme
 	k8s    client.WithWatch // uncached: tests assert through a live client
 	seq    atomic.Int64
 )
@@ -73,13 +71,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer etcd.Stop()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lockv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if scheme, err = testenv.Scheme(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	if k8s, err = client.NewWithWatch(env.Config, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = env.Client(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

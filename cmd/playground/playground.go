@@ -16,9 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -62,14 +60,7 @@ func (p *playground) start(ctx context.Context) error {
 	if err := p.env.Kubeconfig(p.kubeconfig); err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := lockv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if p.k8s, err = client.NewWithWatch(p.env.Config, client.Options{Scheme: scheme}); err != nil {
+	if p.k8s, err = p.env.Client(); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(p.env.Config)
