@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
@@ -292,6 +293,9 @@ func (t *turn) publish(ctx context.Context) error {
 	} else {
 		v := judge(&t.lock.Spec, t.selErr, t.pods)
 		setCondition(&t.st, gen, lockv1.ConditionValid, v.ok, v.reason, v.message)
+		if old := meta.FindStatusCondition(t.lock.Status.Conditions, lockv1.ConditionValid); !v.ok && (old == nil || old.Reason != v.reason) {
+			t.event(nil, corev1.EventTypeWarning, v.reason, "Judge", "%s", v.message)
+		}
 	}
 	return t.write(ctx, true)
 }

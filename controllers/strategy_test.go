@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
@@ -70,7 +73,8 @@ func TestStrategyChangeEndsTerm(t *testing.T) {
 	}
 }
 
-// TestNoCandidatesCondition: a selector that matches nothing is a condition, not an error.
+// TestNoCandidatesCondition: a selector that matches nothing is a condition and an Event,
+// not an error.
 func TestNoCandidatesCondition(t *testing.T) {
 	f := newFixture(t)
 	f.lock("lock", "nobody", nil)
@@ -82,4 +86,20 @@ func TestNoCandidatesCondition(t *testing.T) {
 		}
 		return false
 	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var evs eventsv1.EventList
+		if err := k8s.List(bg(), &evs, client.InNamespace(f.ns)); err != nil {
+			t.Fatalf("list events: %v", err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == lockv1.ReasonNoCandidates && e.Regarding.Name == "lock" && e.Type == "Warning" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Warning Event with reason %s for the lock among %d events", lockv1.ReasonNoCandidates, len(evs.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
