@@ -20,6 +20,18 @@ import (
 // status to publish is left in t.st.
 func (t *turn) run(ctx context.Context) error {
 	st := &t.st
+	if t.g.present() && t.g.token <= st.MaxFencingToken && t.g.token != st.FencingToken && t.rev > st.MaxFencingToken {
+		// A grant older than the published term, in an etcd whose revision has since passed
+		// every published token: the leftover of a snapshot restored with --bump-revision.
+		// It was never published after the term status names, so no pod leads by it; delete
+		// it (guarded by its token) and go on as for a vanished key. Every new grant now gets
+		// a token above status.maxFencingToken.
+		stale := t.g.token
+		if err := t.release(ctx); err != nil {
+			return err
+		}
+		t.event(nil, corev1.EventTypeNormal, lockv1.ReasonKeyVanished, "Cleanup", "deleted a stale etcd grant (token %d) left by a restore; etcd revision %d is above every published token", stale, t.rev)
+	}
 	switch {
 	case t.g.present() && t.g.token <= st.MaxFencingToken && t.g.token != st.FencingToken:
 		return t.regress(fmt.Sprintf("etcd holds token %d for %s, at or below status.maxFencingToken %d and not the published token %d",

@@ -30,6 +30,7 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 		MaxConcurrentReconciles: max(1, maxConcurrent),
 		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 30*time.Second),
 		SkipNameValidation:      ptr.To(true), // one per epoch in a process's life
+		Logger:                  mgr.GetLogger().WithValues("controller", "distributedlock"),
 	})
 	if err != nil {
 		return nil, err
