@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,6 +20,8 @@ type (
 	// Inspector reads a lock key linearizably (*lease.Engine).
 	Inspector interface {
 		Inspect(ctx context.Context, key string) (lease.Holding, error)
+		Path(key string) string
+		Client() *clientv3.Client
 	}
 	// Grants is the shared grant lease every grant hangs on (*lease.Session).
 	Grants interface {
@@ -33,6 +37,22 @@ type (
 		Valid() bool
 	}
 )
+
+// historyCompacted reports whether etcd's history at revision rev is compacted away: after
+// the documented restore (--bump-revision N --mark-compacted) every revision up to the bumped
+// one is. A revision in the future (a restore without the bump) or still readable is not.
+func (r *Reconciler) historyCompacted(ctx context.Context, key string, rev int64) (bool, error) {
+	_, err := r.Engine.Client().Get(ctx, r.Engine.Path(key), clientv3.WithRev(rev), clientv3.WithCountOnly())
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return true, nil
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return false, nil
+	}
+	return false, fmt.Errorf("read %s at revision %d: %w", key, rev, err)
+}
 
 // ElectionKey is the lock name of the controller election.
 const ElectionKey = "_controller"

@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
@@ -82,3 +85,43 @@ func TestDeletedWithoutAttestationWaitsLockDelay(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestGracefulDeletionHandsOverAtOnce: a real graceful deletion marks the pod terminating
+// first (Releasing), then the kubelet reports the containers terminated: that attestation
+// ends the wait at once, without the lock delay.
+func TestGracefulDeletionHandsOverAtOnce(t *testing.T) {
+	f := newFixture(t)
+	a0 := f.pod("a-0", "a")
+	time.Sleep(1100 * time.Millisecond)
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](600) })
+	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	// A finalizer keeps the terminating pod visible, as a kubelet's grace period does.
+	var cur corev1.Pod
+	if err := k8s.Get(bg(), client.ObjectKeyFromObject(a0), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Finalizers = append(cur.Finalizers, "test.lockwarden.io/grace")
+	if err := k8s.Update(bg(), &cur); err != nil {
+		t.Fatalf("add finalizer: %v", err)
+	}
+	t.Cleanup(func() {
+		var p corev1.Pod
+		if err := k8s.Get(bg(), client.ObjectKeyFromObject(a0), &p); err == nil {
+			p.Finalizers = nil
+			_ = k8s.Update(bg(), &p)
+		}
+	})
+	if err := k8s.Delete(bg(), &cur); err != nil {
+		t.Fatalf("delete pod: %v", err)
+	}
+	rel := f.waitFor("lock", 10*time.Second, "Releasing (terminating)", inPhase(lockv1.PhaseReleasing))
+	if h := rel.Status.History; len(h) == 0 || h[0].Reason != lockv1.ReasonHolderTerminating {
+		t.Errorf("history = %+v, want the open term ending with HolderTerminating", h)
+	}
+	f.terminate(a0)
+	next := f.waitFor("lock", 30*time.Second, "held by a-1 without the 600 s lock delay", heldBy("a-1"))
+	if next.Status.FencingToken <= first.Status.FencingToken {
+		t.Errorf("token = %d, want > %d", next.Status.FencingToken, first.Status.FencingToken)
+	}
+}

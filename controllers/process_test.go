@@ -299,3 +299,44 @@ func freeTCPPorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// TestSteadyStateReconcilesRarely: a held lock in steady state is not reconciled again and
+// again (no polling): the manager's reconcile counter barely moves over 3 x TTL.
+func TestSteadyStateReconcilesRarely(t *testing.T) {
+	f := newFixture(t)
+	f.stop()
+	ports, err := freeTCPPorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	f.startManager("only", "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0")
+	f.pod("a-0", "a")
+	f.pod("a-1", "a")
+	f.lock("lock", "a", nil)
+	f.waitFor("lock", 30*time.Second, "held", inPhase(lockv1.PhaseHeld))
+	reconciles := func() float64 {
+		t.Helper()
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatalf("metrics: %v", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var total float64
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="distributedlock"`) {
+				if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
+					total += v
+				}
+			}
+		}
+		return total
+	}
+	time.Sleep(2 * time.Second) // let the grant's own follow-up turns finish
+	before := reconciles()
+	time.Sleep(6 * time.Second) // 3 x the 2 s lease
+	if delta := reconciles() - before; delta > 3 {
+		t.Errorf("%v reconciles of a steady held lock in 6 s, want at most 3", delta)
+	}
+}

@@ -21,16 +21,24 @@ import (
 func (t *turn) run(ctx context.Context) error {
 	st := &t.st
 	if t.g.present() && t.g.token <= st.MaxFencingToken && t.g.token != st.FencingToken && t.rev > st.MaxFencingToken {
-		// A grant older than the published term, in an etcd whose revision has since passed
-		// every published token: the leftover of a snapshot restored with --bump-revision.
-		// It was never published after the term status names, so no pod leads by it; delete
-		// it (guarded by its token) and go on as for a vanished key. Every new grant now gets
-		// a token above status.maxFencingToken.
-		stale := t.g.token
-		if err := t.release(ctx); err != nil {
+		bumped, err := t.r.historyCompacted(ctx, t.key, st.MaxFencingToken)
+		if err != nil {
 			return err
 		}
-		t.event(nil, corev1.EventTypeNormal, lockv1.ReasonKeyVanished, "Cleanup", "deleted a stale etcd grant (token %d) left by a restore; etcd revision %d is above every published token", stale, t.rev)
+		if bumped {
+			// A grant older than the published term, in an etcd whose history up to every
+			// published token is compacted away and whose revision is above them: the
+			// leftover of the documented restore (etcdutl snapshot restore --bump-revision
+			// --mark-compacted). It was never published after the term status names, so no
+			// pod leads by it; delete it (guarded by its token) and go on as for a vanished
+			// key: every new grant gets a token above status.maxFencingToken.
+			stale := t.g.token
+			if err := t.release(ctx); err != nil {
+				return err
+			}
+			t.event(nil, corev1.EventTypeNormal, lockv1.ReasonKeyVanished, "Cleanup",
+				"deleted a stale etcd grant (token %d) left by a restore with --bump-revision; etcd revision %d is above every published token", stale, t.rev)
+		}
 	}
 	switch {
 	case t.g.present() && t.g.token <= st.MaxFencingToken && t.g.token != st.FencingToken:
@@ -130,7 +138,9 @@ func (t *turn) held(ctx context.Context) error {
 	if _, err := t.r.handle(ctx, t.key, t.g.token); errors.Is(err, lease.ErrGuardFailed) {
 		return err
 	}
-	t.after(end.recheck)
+	if end.recheck > 0 { // only a timed rule (Preferred preemption, a failed GET) asks again
+		t.after(end.recheck)
+	}
 	return nil
 }
 
