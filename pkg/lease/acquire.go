@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -114,23 +116,17 @@ func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig,
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
 	}
 	then := []clientv3.Op{clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id))}
-	els := []clientv3.Op{
-		clientv3.OpGet(path),
-		clientv3.OpGet(tomb, clientv3.WithKeysOnly()),
-	}
+	var els []clientv3.Op
 	if w == nil {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix())
-		els = append(els, clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		els = append(s.lockReads(key), clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	} else {
 		// Every entry's CreateRevision >= ours: we are the oldest waiter.
 		cmps = append(cmps,
 			clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev),
 			clientv3.Compare(clientv3.CreateRevision(qdir), ">", w.rev-1).WithPrefix())
 		then = append(then, clientv3.OpDelete(w.path))
-		els = append(els,
-			clientv3.OpGet(w.path, clientv3.WithKeysOnly()),
-			clientv3.OpGet(qdir, append(clientv3.WithLastCreate(),
-				clientv3.WithMaxCreateRev(w.rev-1), clientv3.WithKeysOnly())...))
+		els = w.reads(key)
 	}
 	cmps = append(cmps, cfg.guards...)
 
@@ -140,41 +136,64 @@ func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig,
 		return nil, obstacle{sent: sent}, fmt.Errorf("%w: %w", errAmbiguous, err)
 	}
 	if resp.Succeeded {
-		l := s.newLock(key, resp.Header.Revision, v)
-		if err := s.register(ctx, l, sent, resp.Header.Revision+1, true); err != nil {
-			return nil, obstacle{}, err
-		}
-		return l, obstacle{}, nil
+		l, err := s.granted(ctx, key, v, resp.Header.Revision, sent)
+		return l, obstacle{}, err
 	}
-
 	o := obstacle{sent: sent}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		o.holder = kvs[0]
-	}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-		o.tomb = kvs[0]
-	}
+	o.readLock(resp.Responses)
 	if w == nil {
 		o.waiters = resp.Responses[2].GetResponseRange().Count
 	} else {
-		own := resp.Responses[2].GetResponseRange().Kvs
-		o.lost = len(own) == 0 || own[0].CreateRevision != w.rev
-		if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
-			o.pred = kvs[0]
-		}
+		w.readQueue(&o, resp.Responses[2:])
 	}
+	if o.blocked() {
+		return nil, o, o.err()
+	}
+	return nil, o, ErrGuardFailed
+}
+
+// granted registers the lock that an acquire transaction sent at sent
+// created at revision rev.
+func (s *Session) granted(ctx context.Context, key string, v value, rev int64, sent instant) (*Lock, error) {
+	l := s.newLock(key, rev, v)
+	if err := s.register(ctx, l, sent, rev+1, true); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// lockReads reads what can keep a lock from being free: the lock key and
+// its tombstone. obstacle.readLock parses their answers.
+func (s *Session) lockReads(key string) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(s.eng.Path(key)),
+		clientv3.OpGet(s.eng.tombPath(key), clientv3.WithKeysOnly()),
+	}
+}
+
+// readLock fills in the holder and the tombstone from the answers to
+// lockReads.
+func (o *obstacle) readLock(rs []*etcdserverpb.ResponseOp) {
+	if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		o.holder = kvs[0]
+	}
+	if kvs := rs[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		o.tomb = kvs[0]
+	}
+}
+
+// err is the error of an acquire that o kept from applying.
+func (o obstacle) err() error {
 	switch {
 	case o.holder != nil:
 		hv := decodeValue(o.holder.Value)
-		return nil, o, &HeldError{Holder: hv.Holder, Token: o.holder.CreateRevision, Lease: clientv3.LeaseID(o.holder.Lease)}
+		return &HeldError{Holder: hv.Holder, Token: o.holder.CreateRevision, Lease: clientv3.LeaseID(o.holder.Lease)}
 	case o.tomb != nil:
-		return nil, o, fmt.Errorf("%w: lock-delay after a forced release", ErrLocked)
+		return fmt.Errorf("%w: lock-delay after a forced release", ErrLocked)
 	case o.waiters > 0:
-		return nil, o, fmt.Errorf("%w: %d waiters queued", ErrLocked, o.waiters)
-	case o.blocked():
-		return nil, o, fmt.Errorf("%w: waiting in the queue", ErrLocked)
+		return fmt.Errorf("%w: %d waiters queued", ErrLocked, o.waiters)
 	}
-	return nil, o, ErrGuardFailed
+	return fmt.Errorf("%w: waiting in the queue", ErrLocked)
 }
 
 // register starts tracking a lock that etcd confirmed at a transaction sent
@@ -195,8 +214,10 @@ func (s *Session) register(ctx context.Context, l *Lock, sent instant, fromRev i
 		err = fmt.Errorf("%w: the acquire took longer than TTL - margin", ErrExpired)
 	default:
 		s.locks[l.key] = l
+		// The WaitGroup counts the monitor from now; finish disarms the
+		// timer if the lock ends before it fires.
 		s.wg.Add(1)
-		go l.monitor(fromRev)
+		l.start = time.AfterFunc(watchDelay, func() { l.monitor(fromRev) })
 	}
 	s.mu.Unlock()
 	p.run()

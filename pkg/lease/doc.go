@@ -39,7 +39,10 @@
 // deleted or replaced, or Release, Close or Orphan is called, the lock's
 // Done closes, its Context is cancelled with the cause, and Valid turns
 // false: once, and never back. Every goroutine the engine starts ends on its
-// own when loss is detected, without Close or Release.
+// own when loss is detected, without Close or Release. A lock starts
+// watching its key 50 ms after the acquire, from the acquire's revision, so
+// a deletion in that moment is still seen, up to about that much later (a
+// lock released sooner costs no watch); the watch only hastens detection.
 //
 // Queue. Acquire waits in FIFO order of arrival; a release wakes only the
 // next waiter; TryAcquire does not barge past waiters; a waiter whose own

@@ -34,7 +34,8 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
-	exited chan struct{} // closed when the monitor goroutine returns
+	exited chan struct{} // closed when the monitor goroutine returns, or when it will never start
+	start  *time.Timer   // starts the monitor; set before the lock is registered
 
 	// Guarded by s.mu.
 	record   json.RawMessage
@@ -142,7 +143,9 @@ func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 		return fmt.Errorf("release %s: %w", l.key, err)
 	}
 	l.lose(ErrReleased)
-	<-l.exited
+	// The monitor ends on its own now. Join it after the transaction, which
+	// does not depend on it, so that its exit overlaps the round trip.
+	defer func() { <-l.exited }()
 	resp, err := l.s.cli.Txn(ctx).
 		If(append([]clientv3.Cmp{l.IsOwner()}, cfg.guards...)...).
 		Then(clientv3.OpDelete(l.path)).
@@ -260,6 +263,11 @@ func (l *Lock) endLocked(cause error, n instant) bool {
 func (l *Lock) finish() {
 	l.cancel(l.err)
 	close(l.done)
+	if l.start != nil && l.start.Stop() {
+		// The monitor never started, and now never will.
+		close(l.exited)
+		l.s.wg.Done()
+	}
 }
 
 // held reports whether kv is this grant's key.

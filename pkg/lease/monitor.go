@@ -14,14 +14,21 @@ import (
 // passes (a timer, checked against the clock by Valid) or when a watch on the
 // key shows it deleted or replaced; it returns when the lock ends.
 //
-// The watch starts at fromRev, the revision after the one the lock was
-// confirmed at, so no change is missed. If the watch fails (compaction, no
-// leader, a closed stream) the monitor asks the session for an ownership
-// check at once, which covers the gap, and watches again from the current
-// revision. The watch only ever shortens validity, and nothing waits for it:
-// clientv3's Watch returns only once etcd confirms the watch, which a stalled
-// connection may never do, so it is started by a helper goroutine the
-// monitor owns and joins.
+// It starts watchDelay after the lock was confirmed (register arms a timer;
+// finish disarms it if the lock ended first, so a lock released within the
+// delay costs no goroutine, no watch stream, no watch create and cancel).
+// Its watch starts at fromRev, the revision after the one the lock was
+// confirmed at, so no change is missed: a change during the delay is
+// replayed from etcd's history (after etcd's catch-up of unsynced watches,
+// at most 100 ms later). Validity never depended on the watch, and a lock's
+// validity is at least TTL - margin (over a second) when the delay ends.
+//
+// If the watch fails (compaction, no leader, a closed stream) the monitor
+// asks the session for an ownership check at once, which covers the gap, and
+// watches again from the current revision. The watch only ever shortens
+// validity, and nothing waits for it: clientv3's Watch returns only once
+// etcd confirms the watch, which a stalled connection may never do, so it is
+// started by a helper goroutine the monitor owns and joins.
 func (l *Lock) monitor(fromRev int64) {
 	defer l.s.wg.Done()
 	defer close(l.exited)
@@ -69,6 +76,11 @@ func (l *Lock) monitor(fromRev int64) {
 		}
 	}
 }
+
+// watchDelay is how long after its confirmation a lock starts its monitor.
+// It delays the detection of a deletion in a lock's first moments by at
+// most this much; validity never depended on the watch.
+const watchDelay = 50 * time.Millisecond
 
 // lockWatch is one watch of the lock key: started delivers its channel once
 // etcd confirmed it, then ch is set; cancel ends it.

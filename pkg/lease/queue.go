@@ -17,7 +17,11 @@ import (
 // so a release wakes one waiter, not all. Every watch starts at the current
 // revision (etcd serves those from its synced set, without the 100 ms
 // catch-up of a watch from an old revision) and is followed by a re-read, so
-// no deletion between the read and the watch is missed.
+// no deletion between the read and the watch is missed. Without WithGuard
+// compares a waiter normally writes to etcd twice: once to queue (or take a
+// free lock), once to take the lock when it is head and the lock is free;
+// what it reads in between is read-only. (With guards, queuing takes a
+// failed try, the enqueue and a first grab.)
 //
 // A waiter ends with its session: Acquire returns the session's error
 // (ErrSessionExpired, ErrSessionClosed) promptly after it ends. On any error,
@@ -70,7 +74,13 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 	// Transient etcd errors (a leader election, a lost connection) do not
 	// end the wait: the loop backs off and reads again until ctx or the
 	// session ends, keeping its place in the queue.
+	//
+	// Writes are what a handoff waits for (each is a raft round and an
+	// fsync), so the loop sends one only when it can apply: join takes the
+	// lock or queues in one transaction, and a waiter woken by its
+	// predecessor's departure looks (a read) before it grabs.
 	queued := false
+	look := false // read before grabbing: the predecessor's entry went
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -81,7 +91,33 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 				continue
 			}
 		}
-		l, o, err := s.grab(ctx, key, v, cfg, w)
+		var l *Lock
+		var o obstacle
+		var err error
+		switch {
+		case w == nil && len(cfg.guards) == 0:
+			var known bool
+			l, w, o, known, err = s.join(ctx, key, v)
+			if err != nil && !errors.Is(err, errAmbiguous) && !known {
+				// Queued, but the predecessor is unknown: read it.
+				queued, look = true, true
+				continue
+			}
+			if w != nil {
+				queued = true
+			}
+		case look:
+			if o, err = w.look(ctx, key); err != nil {
+				s.backoff(ctx)
+				continue
+			}
+			if err = o.err(); !o.blocked() {
+				l, o, err = s.grab(ctx, key, v, cfg, w)
+			}
+		default:
+			l, o, err = s.grab(ctx, key, v, cfg, w)
+		}
+		look = false
 		switch {
 		case err == nil:
 			return l, nil
@@ -117,6 +153,9 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		var changed bool
 		if o.pred != nil {
 			changed, err = s.waitGone(ctx, o.pred)
+			// The predecessor left, usually because it took the lock:
+			// read before grabbing.
+			look = true
 		} else {
 			var kvs []*mvccpb.KeyValue
 			if o.holder != nil {
@@ -175,47 +214,6 @@ func (s *Session) bind(ctx context.Context) (context.Context, context.CancelFunc
 		stop()
 		cancel(context.Canceled)
 	}
-}
-
-// waiter is a blocking Acquire's entry in the queue of one key.
-type waiter struct {
-	s    *Session
-	path string
-	rev  int64 // the entry's CreateRevision: its place in the queue
-}
-
-// enqueue puts this session's entry in key's queue, or finds the one an
-// earlier, interrupted Acquire of this session left there and keeps its place.
-func (s *Session) enqueue(ctx context.Context, key, holder string) (*waiter, error) {
-	path := s.eng.queuePath(key, s.id)
-	w := &waiter{s: s, path: path}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(path), "=", 0)).
-		Then(clientv3.OpPut(path, value{Holder: holder}.encode(), clientv3.WithLease(s.id))).
-		Else(clientv3.OpGet(path, clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		// The entry may exist; enqueue again finds it, and leave deletes it
-		// by lease, not revision.
-		return w, fmt.Errorf("enqueue: %w", err)
-	}
-	w.rev = resp.Header.Revision
-	if !resp.Succeeded {
-		w.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-	}
-	return w, nil
-}
-
-// leave deletes the waiter's entry (best effort; it is on the session's lease
-// in any case, so it goes when the lease does).
-func (w *waiter) leave(ctx context.Context) {
-	cctx, cancel := w.s.cleanupContext(ctx)
-	defer cancel()
-	cmp := clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev)
-	if w.rev == 0 {
-		cmp = clientv3.Compare(clientv3.LeaseValue(w.path), "=", w.s.id)
-	}
-	_, _ = w.s.cli.Txn(cctx).If(cmp).Then(clientv3.OpDelete(w.path)).Commit()
 }
 
 // waitGone returns changed when one of kvs was deleted or replaced; it
