@@ -82,7 +82,14 @@ run: envtest-bins build ## Start the local playground: control plane, manager, w
 	$(BIN)/playground $(ARGS)
 
 .PHONY: bench
-bench: bench-lease ## Run the benchmarks.
+bench: build ## Run every benchmark (about 25 minutes): bench-lease, then lockwarden vs client-go; regenerates docs/benchmarks.md and docs/img/.
+	mkdir -p $(BIN)/bench
+	$(MAKE) -s --no-print-directory bench-lease | tee $(BIN)/bench/lease.md
+	go run ./test/bench/compare -out docs/benchmarks.md -img docs/img -engine-report $(BIN)/bench/lease.md -logs $(BIN)/bench/logs
+
+.PHONY: bench-quick
+bench-quick: build ## Smaller benchmark counts (under 5 minutes, without bench-lease); writes bin/bench-quick/, never docs/.
+	go run ./test/bench/compare -quick -out $(BIN)/bench-quick/benchmarks.md -img $(BIN)/bench-quick/img
 
 .PHONY: bench-lease
 bench-lease: ## pkg/lease vs etcd's concurrency.Mutex on one embedded etcd with fsync on.
@@ -114,3 +121,18 @@ $(CONTROLLER_GEN): $(TOOLS_MOD)
 	cd $(TOOLS_DIR) && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 $(GOLANGCI_LINT): $(TOOLS_MOD)
 	cd $(TOOLS_DIR) && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+##@ Fault injection (test/chaos; docs/reliability.md)
+
+SEED     ?= 1
+RUNS     ?= 10
+DURATION ?= 30m
+
+.PHONY: chaos chaos-long chaos-ci
+chaos: envtest-bins $(ETCDUTL) ## Run RUNS seeded fault-injection runs of SEED; one line per run, then `violations: <n>`.
+	go run ./test/chaos/cmd/chaos -seed $(SEED) -runs $(RUNS)
+chaos-long: envtest-bins $(ETCDUTL) ## Run seeded fault-injection runs until DURATION is up, then print totals.
+	go run ./test/chaos/cmd/chaos -seed $(SEED) -duration $(DURATION)
+chaos-ci: envtest-bins $(ETCDUTL) ## The bounded CI set: checker unit tests, then 30 seeded runs covering every fault kind.
+	go test -count=1 ./test/chaos/...
+	go run ./test/chaos/cmd/chaos -ci -seed $(SEED)

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/lockwarden/lockwarden/test/chaos"
+)
+
+// histories reads every worker's history file.
+func (r *run) histories() []chaos.WorkerHistory {
+	r.mu.Lock()
+	workers := append([]*workerProc(nil), r.workers...)
+	r.mu.Unlock()
+	var out []chaos.WorkerHistory
+	for _, w := range workers {
+		h := chaos.WorkerHistory{Pod: w.pod, UID: w.uid}
+		if !w.p.running() {
+			h.Exited = w.p.exitedAt
+		}
+		if f, err := os.Open(w.history); err == nil {
+			h.Events, _ = chaos.ReadEvents(f)
+			_ = f.Close()
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// check runs every checker on the run's histories; a failing run is saved.
+func (r *run) check(outcomes []chaos.Outcome) *result {
+	res := &result{sched: r.sched, faults: r.faults, liveness: r.liveness}
+	hs := r.histories()
+	ops := chaos.LedgerOps(hs)
+	for _, o := range ops {
+		switch {
+		case o.Ambiguous:
+			res.ambiguous++
+		case o.Accepted:
+			res.accepted++
+		default:
+			res.rejected++
+		}
+	}
+	var ivs []chaos.Interval
+	for _, h := range hs {
+		ivs = append(ivs, h.Intervals()...)
+	}
+	r.mu.Lock()
+	obs := append([]chaos.StatusObs(nil), r.obs...)
+	vs := append([]chaos.Violation(nil), r.violations...)
+	r.mu.Unlock()
+	vs = append(vs, chaos.CheckTokens(obs)...)
+	vs = append(vs, chaos.CheckLedger(outcomes)...)
+	lin, info, lvs := chaos.CheckLinearizable(ops, 30*time.Second)
+	res.linear = string(lin)
+	vs = append(vs, lvs...)
+	overlaps, ovs := chaos.Overlaps(ivs)
+	res.overlaps = overlaps
+	vs = append(vs, ovs...)
+	res.violations = vs
+	r.mu.Lock()
+	_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(strings.Join(r.notes, "\n")+"\n"), 0o644)
+	r.mu.Unlock()
+	if len(vs) > 0 || lin == porcupine.Unknown {
+		res.saved = r.save(hs, ivs, ops, obs, outcomes, overlaps, vs, info)
+	}
+	return res
+}
+
+// save writes the run's seed, schedule, histories and porcupine's HTML under the out dir.
+func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.LedgerOp, obs []chaos.StatusObs,
+	outs []chaos.Outcome, overlaps []chaos.Overlap, vs []chaos.Violation, info porcupine.LinearizationInfo) string {
+	dir := filepath.Join(r.h.outDir, fmt.Sprintf("seed-%d-run-%d", r.sched.Seed, r.sched.Run))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ""
+	}
+	write := func(name string, v any) {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err == nil {
+			_ = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		}
+	}
+	write("schedule.json", r.sched)
+	write("worker-histories.json", hs)
+	write("intervals.json", ivs)
+	write("ledger-ops.json", ops)
+	write("ledger-outcomes.json", outs)
+	write("status.json", obs)
+	write("overlaps.json", overlaps)
+	write("violations.json", vs)
+	_ = chaos.Visualize(info, filepath.Join(dir, "porcupine.html"))
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d run %d schedule %s\n%s\n\nreplay: %s\n\n", r.sched.Seed, r.sched.Run, r.sched.Hash(), r.sched, r.h.replay(r.sched))
+	for _, v := range vs {
+		fmt.Fprintln(&b, v)
+	}
+	fmt.Fprintln(&b, "\ntimeline:")
+	r.mu.Lock()
+	for _, n := range r.notes {
+		fmt.Fprintln(&b, n)
+	}
+	r.mu.Unlock()
+	fmt.Fprintf(&b, "\nprocess logs: %s\n", r.dir)
+	_ = os.WriteFile(filepath.Join(dir, "README.txt"), []byte(b.String()), 0o644)
+	// Keep the process logs with the histories.
+	if entries, err := os.ReadDir(r.dir); err == nil {
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".log") || strings.HasSuffix(e.Name(), ".jsonl") {
+				if data, err := os.ReadFile(filepath.Join(r.dir, e.Name())); err == nil {
+					_ = os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644)
+				}
+			}
+		}
+	}
+	return dir
+}
+
+// line is the run's one-line report.
+func (res *result) line() string {
+	var maxOverlap time.Duration
+	for _, o := range res.overlaps {
+		maxOverlap = max(maxOverlap, o.Duration)
+	}
+	var live time.Duration
+	for _, d := range res.liveness {
+		live = max(live, d)
+	}
+	s := fmt.Sprintf("run %d seed %d schedule %s faults %s writes accepted %d rejected %d ambiguous %d overlaps %d (max %v) linearizable %s recovery max %v violations %d (%v)",
+		res.sched.Run, res.sched.Seed, res.sched.Hash(), kindList(res.faults), res.accepted, res.rejected, res.ambiguous,
+		len(res.overlaps), maxOverlap.Round(time.Millisecond), res.linear, live.Round(time.Millisecond), len(res.violations), res.elapsed.Round(time.Second))
+	return s
+}
+
+func kindList(m map[string]int) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// totals accumulates results.
+type totals struct {
+	runs, accepted, rejected, ambiguous, overlaps, violations, failedRuns int
+	maxOverlap                                                            time.Duration
+	faults                                                                map[string]int
+	unknownLinear                                                         int
+}
+
+func (t *totals) add(res *result) {
+	if t.faults == nil {
+		t.faults = map[string]int{}
+	}
+	t.runs++
+	t.accepted += res.accepted
+	t.rejected += res.rejected
+	t.ambiguous += res.ambiguous
+	t.overlaps += len(res.overlaps)
+	for _, o := range res.overlaps {
+		t.maxOverlap = max(t.maxOverlap, o.Duration)
+	}
+	t.violations += len(res.violations)
+	if len(res.violations) > 0 {
+		t.failedRuns++
+	}
+	if res.linear == string(porcupine.Unknown) {
+		t.unknownLinear++
+	}
+	for k, n := range res.faults {
+		t.faults[k] += n
+	}
+}
+
+func (t *totals) print(elapsed time.Duration) {
+	fmt.Printf("totals: runs %d in %v\n", t.runs, elapsed.Round(time.Second))
+	var keys []string
+	for k := range t.faults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("  %-36s %d\n", k, t.faults[k])
+	}
+	fmt.Printf("writes accepted %d rejected %d ambiguous %d\n", t.accepted, t.rejected, t.ambiguous)
+	fmt.Printf("overlaps measured %d (max %v); linearizability unknown (timeout) %d\n", t.overlaps, t.maxOverlap.Round(time.Millisecond), t.unknownLinear)
+	fmt.Printf("violations: %d\n", t.violations)
+}

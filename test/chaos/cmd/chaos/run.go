@@ -1,0 +1,423 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/apiproxy"
+	"github.com/lockwarden/lockwarden/test/chaos"
+)
+
+const (
+	lockName  = "chaos"
+	podLabel  = "chaos-candidate"
+	nWorkers  = 3
+	nManagers = 2
+)
+
+// run is one seeded run: its own namespace, lock, etcd prefix, ledger, managers and workers
+// on the shared control plane and etcd cluster.
+type run struct {
+	h      *harness
+	sched  chaos.Schedule
+	ns     string
+	prefix string
+	dir    string
+
+	ledger    *proc
+	ledgerURL string
+	managers  []*manager
+	kubelet   *kubelet
+	slots     []*slot
+
+	mu       sync.Mutex
+	workers  []*workerProc // every worker process started, in order
+	nextHist int
+	obs      []chaos.StatusObs
+
+	faults     map[string]int
+	liveness   []time.Duration
+	violations []chaos.Violation
+	notes      []string
+}
+
+// result is what a run reports.
+type result struct {
+	sched      chaos.Schedule
+	faults     map[string]int
+	accepted   int
+	rejected   int
+	ambiguous  int
+	overlaps   []chaos.Overlap
+	liveness   []time.Duration
+	linear     string
+	violations []chaos.Violation
+	saved      string
+	elapsed    time.Duration
+}
+
+func (r *run) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, fmt.Sprintf("%7.3fs ", time.Since(r.h.t0).Seconds())+fmt.Sprintf(format, args...))
+}
+
+func (r *run) violate(checker, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violations = append(r.violations, chaos.Violation{Checker: checker, Detail: fmt.Sprintf(format, args...)})
+}
+
+// execute runs the schedule and checks the histories.
+func (r *run) execute(ctx context.Context) (*result, error) {
+	start := time.Now()
+	r.faults = map[string]int{}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	bg, stopBG := context.WithCancel(ctx)
+	var bgWG sync.WaitGroup
+	defer func() {
+		stopBG()
+		bgWG.Wait()
+	}()
+	err := r.setup(ctx, bg, &bgWG)
+	if err == nil {
+		err = r.inject(ctx)
+	}
+	outcomes, terr := r.teardown(ctx, stopBG, &bgWG)
+	if err != nil {
+		return nil, err
+	}
+	if terr != nil {
+		return nil, terr
+	}
+	res := r.check(outcomes)
+	res.elapsed = time.Since(start)
+	return res, nil
+}
+
+// setup starts the ledger, the lock, the managers, the pods and their workers, and the
+// background loops (status watch, kubelet), then waits for the first write.
+func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
+	h := r.h
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	r.ledgerURL = "http://" + addr
+	if r.ledger, err = startProc(r.dir, "ledger", h.bins.ledger, nil, "ledger", "--listen", addr); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, r.ledgerURL+"/outcomes", 10*time.Second); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if err := h.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace: %w", err)
+	}
+	lock := &lockv1.DistributedLock{
+		ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: r.ns},
+		Spec: lockv1.DistributedLockSpec{
+			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": podLabel}}},
+			LeaseDurationSeconds: int32(h.timing.Lease / time.Second),
+			LockDelaySeconds:     ptr.To(int32(h.timing.LockDelay / time.Second)),
+		},
+	}
+	if err := h.k8s.Create(ctx, lock); err != nil {
+		return fmt.Errorf("create lock: %w", err)
+	}
+	wg.Go(func() { r.watchStatus(bg) })
+
+	var fps []string
+	counts := r.sched.Counts()
+	if counts[chaos.DropStatus] > 0 {
+		fps = append(fps, "drop-status-after-grant=1")
+	}
+	if counts[chaos.LoseRelease] > 0 {
+		fps = append(fps, "lose-release-reply=1")
+	}
+	for i := range nManagers {
+		m := &manager{id: fmt.Sprintf("manager-%d", i), dir: r.dir, bin: h.bins.manager,
+			env: []string{"KUBECONFIG=" + h.kubeconfig, "LOCKWARDEN_FAILPOINTS=" + strings.Join(fps, ",")}}
+		r.managers = append(r.managers, m) // stopped by teardown, proxies included
+		var eps []string
+		for _, mem := range h.etcd.members {
+			p, err := newTCPProxy(mem.clientAddr())
+			if err != nil {
+				return err
+			}
+			m.proxies = append(m.proxies, p)
+			eps = append(eps, "http://"+p.addr)
+		}
+		m.args = []string{"--kubeconfig", h.kubeconfig, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", r.prefix,
+			"--election-ttl", h.timing.ElectionTTL.String(), "--etcd-lease-ttl", (2 * h.timing.ElectionTTL).String(),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", m.id}
+		m.start()
+	}
+
+	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}}
+	for i := range nWorkers {
+		s := &slot{name: fmt.Sprintf("w-%d", i)}
+		if s.api, err = apiproxy.Start(h.cp.Config, apiproxy.Options{}); err != nil {
+			return err
+		}
+		r.slots = append(r.slots, s)
+		s.kcfg = filepath.Join(r.dir, s.name+".kubeconfig")
+		if err := writeKubeconfig(s.kcfg, s.api); err != nil {
+			return err
+		}
+		if err := r.startPod(ctx, s); err != nil {
+			return err
+		}
+	}
+	r.kubelet.slots = r.slots
+	wg.Go(func() { r.kubelet.run(bg) })
+	if _, err := r.waitProgress(ctx, 60*time.Second); err != nil {
+		return fmt.Errorf("no first write: %w", err)
+	}
+	return nil
+}
+
+// startPod creates the slot's pod (new UID) and a worker process to play it.
+func (r *run) startPod(ctx context.Context, s *slot) error {
+	pod, err := r.kubelet.createPod(ctx, s, map[string]string{"app": podLabel})
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.nextHist++
+	n := r.nextHist
+	r.mu.Unlock()
+	w := &workerProc{pod: s.name, uid: string(pod.UID), probe: "127.0.0.1:" + strconv.Itoa(ports[0]),
+		history: filepath.Join(r.dir, fmt.Sprintf("history-%s-%d.jsonl", s.name, n))}
+	w.p, err = startProc(r.dir, fmt.Sprintf("worker-%s-%d", s.name, n), r.h.bins.worker, []string{
+		"KUBECONFIG=" + s.kcfg, "POD_NAME=" + s.name, "POD_UID=" + w.uid,
+		"LOCK_NAMESPACE=" + r.ns, "LOCK_NAME=" + lockName, "LEDGER_URL=" + r.ledgerURL,
+	}, "--probe-address", w.probe, "--history", w.history)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.workers = append(r.workers, w)
+	r.mu.Unlock()
+	s.mu.Lock()
+	s.pod, s.w, s.reported, s.fails = pod, w, "", 0
+	s.mu.Unlock()
+	return nil
+}
+
+// watchStatus records every version of the lock's status it sees, in resourceVersion order.
+func (r *run) watchStatus(ctx context.Context) {
+	rv := ""
+	for ctx.Err() == nil {
+		var list lockv1.DistributedLockList
+		w, err := r.h.k8s.Watch(ctx, &list, client.InNamespace(r.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: false}})
+		if err != nil {
+			rv = ""
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*lockv1.DistributedLock)
+			if !ok {
+				if st, ok := ev.Object.(*metav1.Status); ok && st.Code == http.StatusGone {
+					rv = ""
+				}
+				continue
+			}
+			rv = l.ResourceVersion
+			r.record(l)
+		}
+		w.Stop()
+	}
+}
+
+func (r *run) record(l *lockv1.DistributedLock) {
+	v, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
+	o := chaos.StatusObs{RV: v, Phase: string(l.Status.Phase), Holder: l.Status.Holder, HolderUID: string(l.Status.HolderUID),
+		Token: l.Status.FencingToken, MaxToken: l.Status.MaxFencingToken, Epoch: l.Status.ControllerEpoch, Mono: chaos.Mono()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.obs); n > 0 && r.obs[n-1].RV >= v {
+		return // a replay after a re-watch
+	}
+	r.obs = append(r.obs, o)
+}
+
+// outcomes reads the ledger's decisions.
+func (r *run) outcomes(ctx context.Context) ([]chaos.Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.ledgerURL+"/outcomes", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []chaos.Outcome
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// waitProgress waits until the ledger accepts an append it had not decided before the call,
+// and returns when it saw it (CLOCK_MONOTONIC).
+func (r *run) waitProgress(ctx context.Context, limit time.Duration) (int64, error) {
+	before, err := r.outcomes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		sleepCtx(ctx, 50*time.Millisecond)
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		now, err := r.outcomes(ctx)
+		if err != nil {
+			continue
+		}
+		for _, o := range now[min(len(before), len(now)):] {
+			if o.Accepted && o.Op == "append" {
+				return chaos.Mono(), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no accepted write within %v", limit)
+}
+
+// holderSlot returns the slot whose pod is the published holder, else the first slot with
+// a running worker.
+func (r *run) holderSlot(ctx context.Context) *slot {
+	var l lockv1.DistributedLock
+	if err := r.h.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: lockName}, &l); err == nil {
+		for _, s := range r.slots {
+			s.mu.Lock()
+			match := s.pod != nil && s.pod.UID == l.Status.HolderUID
+			s.mu.Unlock()
+			if match {
+				return s
+			}
+		}
+	}
+	for _, s := range r.slots {
+		s.mu.Lock()
+		ok := s.w != nil && s.w.p.running()
+		s.mu.Unlock()
+		if ok {
+			return s
+		}
+	}
+	return r.slots[0]
+}
+
+// teardown stops everything the run started and returns the ledger's decisions.
+func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.WaitGroup) ([]chaos.Outcome, error) {
+	ctx = context.WithoutCancel(ctx) // clean up after an interrupt too
+	var errs []error
+	r.mu.Lock()
+	workers := append([]*workerProc(nil), r.workers...)
+	r.mu.Unlock()
+	for _, w := range workers {
+		w.p.stop(5 * time.Second)
+	}
+	for _, m := range r.managers {
+		m.stop()
+	}
+	stopBG()
+	wg.Wait()
+	var outs []chaos.Outcome
+	if r.ledger != nil {
+		var err error
+		if outs, err = r.outcomes(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("read ledger outcomes: %w", err))
+		}
+		r.ledger.stop(5 * time.Second)
+	}
+	for _, s := range r.slots {
+		_ = s.api.Close()
+	}
+	if err := r.h.etcd.healAll(); err != nil {
+		errs = append(errs, err)
+	}
+	// Leave nothing for the next run's managers to reconcile.
+	var l lockv1.DistributedLock
+	if err := r.h.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: lockName}, &l); err == nil {
+		l.Finalizers = nil
+		if err := r.h.k8s.Update(ctx, &l); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+		if err := r.h.k8s.Delete(ctx, &l); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.h.k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.ns), client.GracePeriodSeconds(0)); err != nil {
+		errs = append(errs, err)
+	}
+	return outs, errors.Join(errs...)
+}
+
+func writeKubeconfig(path string, p *apiproxy.Proxy) error {
+	cfg := p.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["chaos"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["chaos"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["chaos"] = &clientcmdapi.Context{Cluster: "chaos", AuthInfo: "chaos"}
+	kc.CurrentContext = "chaos"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

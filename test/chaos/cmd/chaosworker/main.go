@@ -1,0 +1,180 @@
+// Command chaosworker is the fault-injection suite's workload: the fenced-worker example's
+// loop (pkg/leadership, then the ledger with the term's token, Valid() checked right before
+// each write), recording every term and every write with CLOCK_MONOTONIC times in a history
+// file the harness checks. Between the Valid() check and the write it waits --write-gap, the
+// window in which a pause (SIGSTOP, GC) turns a valid write into a stale one that only the
+// fence can refuse.
+//
+// Environment: POD_UID, POD_NAME, LOCK_NAMESPACE, LOCK_NAME, LEDGER_URL, KUBECONFIG.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
+	"github.com/lockwarden/lockwarden/pkg/leadership"
+	"github.com/lockwarden/lockwarden/test/chaos"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaosworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	probe := flag.String("probe-address", "127.0.0.1:0", "address of /readyz")
+	history := flag.String("history", "", "file to append the history to (required)")
+	every := flag.Duration("write-interval", 100*time.Millisecond, "time between ledger writes while leading")
+	gap := flag.Duration("write-gap", 30*time.Millisecond, "wait between the Valid() check and the write")
+	flag.Parse()
+	lock, ledgerURL := os.Getenv("LOCK_NAME"), os.Getenv("LEDGER_URL")
+	if lock == "" || ledgerURL == "" || *history == "" {
+		return errors.New("LOCK_NAME, LEDGER_URL and --history must be set")
+	}
+	f, err := os.OpenFile(*history, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	w := &worker{
+		out: f, every: *every, gap: *gap, uid: os.Getenv("POD_UID"), url: ledgerURL,
+		http: &http.Client{Timeout: time.Second},
+	}
+	e, err := leadership.New(leadership.Config{
+		Config: cfg, Namespace: os.Getenv("LOCK_NAMESPACE"), Lock: lock,
+		Callbacks: leadership.Callbacks{OnStartedLeading: w.lead},
+	})
+	if err != nil {
+		return err
+	}
+	w.elector = e
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if err := e.ReadyzCheck(r); err != nil {
+			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		rw.WriteHeader(http.StatusOK)
+	})
+	srv := &http.Server{Addr: *probe, Handler: mux, ReadHeaderTimeout: time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.ListenAndServe() // ErrServerClosed after Close below
+	}()
+	defer func() {
+		_ = srv.Close()
+		<-served
+	}()
+	return e.Run(ctx)
+}
+
+// worker writes to the ledger while it leads and records what it did.
+type worker struct {
+	elector *leadership.Elector
+	out     *os.File
+	every   time.Duration
+	gap     time.Duration
+	uid     string
+	url     string
+	http    *http.Client
+
+	mu  sync.Mutex
+	ids int
+}
+
+// record appends one event in a single write, so that a SIGKILL tears at most the last line.
+func (w *worker) record(e chaos.Event) {
+	b, _ := json.Marshal(e) // a plain struct: cannot fail
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.out.Write(append(b, '\n'))
+}
+
+// lead raises the fence, then appends with the token until the term ends or the ledger
+// refuses the token.
+func (w *worker) lead(ctx context.Context, token int64) {
+	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono()})
+	defer func() { w.record(chaos.Event{Kind: chaos.EvEnd, Token: token, Mono: chaos.Mono()}) }()
+	op := "fence"
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		if !w.elector.Valid() {
+			return
+		}
+		now := chaos.Mono()
+		until := now + int64(time.Until(w.elector.ValidUntil()))
+		if until <= now {
+			return
+		}
+		time.Sleep(w.gap) // deliberately not cancellable: a pause between check and write
+		w.mu.Lock()
+		w.ids++
+		id := w.ids
+		w.mu.Unlock()
+		w.record(chaos.Event{Kind: chaos.EvCall, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Until: until})
+		res, highest := w.write(ctx, op, token)
+		w.record(chaos.Event{Kind: chaos.EvReturn, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Result: res, Highest: highest})
+		switch res {
+		case chaos.ResultStale:
+			return
+		case chaos.ResultOK:
+			op = "append"
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// write sends one fence or append and classifies the reply. It is not cancelled with the
+// term: a write in flight is the case the fence exists for.
+func (w *worker) write(ctx context.Context, op string, token int64) (string, int64) {
+	body, _ := json.Marshal(ledger.Write{Writer: w.uid, Token: token, Entry: fmt.Sprintf("%s@%d", op, token)})
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, w.url+"/"+op, bytes.NewReader(body))
+	if err != nil {
+		return chaos.ResultError, 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.http.Do(req)
+	if err != nil {
+		return chaos.ResultError, 0
+	}
+	defer resp.Body.Close()
+	var rep ledger.Reply
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return chaos.ResultError, 0
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return chaos.ResultOK, rep.Highest
+	case http.StatusConflict:
+		return chaos.ResultStale, rep.Highest
+	}
+	return chaos.ResultError, 0
+}

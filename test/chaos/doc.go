@@ -1,0 +1,17 @@
+// Package chaos holds the histories and checkers of lockwarden's fault-injection suite, and
+// the seeded fault schedules that drive it. The harness that runs real processes and faults
+// is the program in cmd/chaos (`make chaos`); its worker is cmd/chaosworker. Only the
+// checkers' and schedules' unit tests run under `go test`: they start no process.
+//
+// The checkers, run on every history:
+//
+//  1. CheckTokens: the published grants of a lock carry strictly increasing tokens, and
+//     status.fencingToken, maxFencingToken and controllerEpoch never decrease.
+//  2. CheckLedger: the ledger never accepted a token below one it had accepted, nor one
+//     token from two writers.
+//  3. CheckLinearizable: the ledger's history as its clients saw it is linearizable
+//     (porcupine), a write without a reply counting as either applied or not.
+//  4. Overlaps: overlap of the workers' leadership intervals, measured on CLOCK_MONOTONIC;
+//     two workers leading with one token is a violation.
+//  5. CheckLiveness: after the faults heal, the lock has a holder that writes within a bound.
+package chaos

@@ -1,0 +1,160 @@
+package chaos
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Fault kinds. Each names one fault the harness can inject; docs/reliability.md describes
+// them.
+const (
+	WorkerPauseShort = "worker-pause-short" // SIGSTOP the leader below its lease, then SIGCONT
+	WorkerPauseLong  = "worker-pause-long"  // SIGSTOP the leader past lease + lockDelay, then SIGCONT
+	WorkerKill       = "worker-kill"        // SIGKILL the leader
+	APIHold          = "api-hold"           // the leader's API server proxy holds every request
+	APIRefuse        = "api-refuse"         // the leader's API server proxy refuses and cuts watches
+	APIReplay        = "api-watch-replay"   // replay stale watch frames of the lock to every worker
+	EtcdBlackhole    = "etcd-blackhole"     // the active controller's etcd proxies drop traffic
+	EtcdDelay        = "etcd-delay"         // the active controller's etcd proxies delay, with jitter
+	PeerBlackhole    = "peer-blackhole"     // one etcd member's peer proxy drops traffic
+	PeerDelay        = "peer-delay"         // one etcd member's peer proxy delays, with jitter
+	EtcdLeaderKill   = "etcd-leader-kill"   // SIGKILL the etcd leader, restart it later
+	ControllerKill   = "controller-kill"    // SIGKILL the active controller (restarted as standby)
+	ControllerZombie = "controller-zombie"  // SIGSTOP the active controller past its election, SIGCONT
+	DropStatus       = "failpoint-drop-status-after-grant"
+	LoseRelease      = "failpoint-lose-release-reply"
+	PodRecreate      = "pod-delete-recreate" // delete the holder's pod, worker running; same name again
+	ReadinessFlap    = "readiness-flap"      // the holder's Ready flips faster than lockDelay
+	LeaseLower       = "lease-lower"         // lower spec.leaseDurationSeconds while held
+	EtcdRestore      = "etcd-restore"        // restore a snapshot without, then with --bump-revision
+)
+
+// Kinds lists every fault kind in a fixed order.
+var Kinds = []string{
+	WorkerPauseShort, WorkerPauseLong, WorkerKill,
+	APIHold, APIRefuse, APIReplay,
+	EtcdBlackhole, EtcdDelay, PeerBlackhole, PeerDelay, EtcdLeaderKill,
+	ControllerKill, ControllerZombie, DropStatus, LoseRelease,
+	PodRecreate, ReadinessFlap, LeaseLower, EtcdRestore,
+}
+
+// Timing is what a schedule's durations derive from.
+type Timing struct {
+	Lease       time.Duration // spec.leaseDurationSeconds
+	LockDelay   time.Duration // spec.lockDelaySeconds
+	ElectionTTL time.Duration // --election-ttl
+}
+
+// Fault is one scheduled fault: inject Kind after Gap (from the previous fault's heal, or
+// from the lock's first writes), keep it for Hold, then heal it. Jitter and Member are
+// kind-specific parameters (a delay's spread; which etcd member).
+type Fault struct {
+	Kind   string        `json:"kind"`
+	Gap    time.Duration `json:"gap"`
+	Hold   time.Duration `json:"hold"`
+	Jitter time.Duration `json:"jitter,omitempty"`
+	Member int           `json:"member,omitempty"`
+}
+
+// Schedule is one run's faults.
+type Schedule struct {
+	Seed   uint64  `json:"seed"`
+	Run    int     `json:"run"`
+	Faults []Fault `json:"faults"`
+}
+
+// Hash is a short hash of the schedule's canonical JSON: same seed and run, same hash.
+func (s Schedule) Hash() string {
+	b, _ := json.Marshal(s) // plain structs: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// Counts returns how many faults of each kind the schedule holds.
+func (s Schedule) Counts() map[string]int {
+	m := map[string]int{}
+	for _, f := range s.Faults {
+		m[f.Kind]++
+	}
+	return m
+}
+
+// String lists the faults in order.
+func (s Schedule) String() string {
+	var parts []string
+	for _, f := range s.Faults {
+		parts = append(parts, fmt.Sprintf("%s(%v)", f.Kind, f.Hold.Round(100*time.Millisecond)))
+	}
+	return strings.Join(parts, " ")
+}
+
+// NewSchedule derives run's schedule from seed: its first fault is kinds[(seed+run) mod n],
+// so that n consecutive runs cover every kind, followed by up to extra random faults of the
+// kinds in kinds (never the restore, which is slow). The same arguments give the same
+// schedule.
+func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Schedule {
+	rng := rand.New(rand.NewPCG(seed, uint64(run)*0x9e3779b97f4a7c15+1))
+	s := Schedule{Seed: seed, Run: run}
+	n := uint64(len(kinds))
+	first := kinds[(seed+uint64(run))%n]
+	s.Faults = append(s.Faults, newFault(rng, first, t))
+	var cheap []string
+	for _, k := range kinds {
+		if k != EtcdRestore {
+			cheap = append(cheap, k)
+		}
+	}
+	if len(cheap) > 0 && extra > 0 {
+		for range rng.IntN(extra + 1) {
+			s.Faults = append(s.Faults, newFault(rng, cheap[rng.IntN(len(cheap))], t))
+		}
+	}
+	return s
+}
+
+// between returns a duration uniform in [lo, hi), in whole milliseconds.
+func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	ms := rng.Int64N(int64((hi - lo) / time.Millisecond))
+	return lo + time.Duration(ms)*time.Millisecond
+}
+
+func newFault(rng *rand.Rand, kind string, t Timing) Fault {
+	f := Fault{Kind: kind, Gap: between(rng, 500*time.Millisecond, 2*time.Second)}
+	margin := min(max(2*time.Second, t.Lease/50), t.Lease/4)
+	switch kind {
+	case WorkerPauseShort:
+		f.Hold = between(rng, 100*time.Millisecond, t.Lease-margin)
+	case WorkerPauseLong:
+		f.Hold = between(rng, t.Lease+t.LockDelay+time.Second, t.Lease+t.LockDelay+3*time.Second)
+	case APIHold, APIRefuse:
+		f.Hold = between(rng, t.Lease/2, t.Lease+t.LockDelay+2*time.Second)
+	case EtcdBlackhole:
+		f.Hold = between(rng, t.ElectionTTL/2, t.ElectionTTL+2*time.Second)
+	case EtcdDelay, PeerDelay:
+		f.Hold = between(rng, time.Second, 4*time.Second)
+		f.Jitter = between(rng, 20*time.Millisecond, 300*time.Millisecond)
+	case PeerBlackhole, EtcdLeaderKill:
+		f.Hold = between(rng, time.Second, 4*time.Second)
+		f.Member = rng.IntN(3)
+	case ControllerKill:
+		f.Hold = between(rng, 200*time.Millisecond, 2*time.Second)
+	case ControllerZombie:
+		f.Hold = between(rng, t.ElectionTTL+time.Second, t.ElectionTTL+3*time.Second)
+	case ReadinessFlap:
+		f.Hold = between(rng, t.LockDelay, 2*t.LockDelay+time.Second)
+		f.Jitter = between(rng, 200*time.Millisecond, max(t.LockDelay/3, 300*time.Millisecond))
+	case PodRecreate, LeaseLower, WorkerKill, APIReplay, DropStatus, LoseRelease:
+		f.Hold = between(rng, 500*time.Millisecond, 2*time.Second)
+	case EtcdRestore:
+		f.Hold = between(rng, 2*time.Second, 4*time.Second)
+	}
+	return f
+}
