@@ -84,7 +84,9 @@ func TestEtcdOutageFlipsCondition(t *testing.T) {
 			_ = etcd.Start()
 		}
 	})
-	down := f.waitFor("lock", 10*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
+	// Bounded by the probe's tick (election-ttl/5 = 4 s) and timeout (2 s), then the turn's
+	// own etcd read timing out (5 s).
+	down := f.waitFor("lock", 30*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
 	if down.Status.Phase != lockv1.PhaseHeld || down.Status.Holder != "a-0" || down.Status.FencingToken != first.Status.FencingToken {
 		t.Errorf("during outage: %s; want Held by a-0 with token %d", describe(down), first.Status.FencingToken)
 	}

@@ -24,7 +24,7 @@ func (r *Reconciler) probeEtcd(ctx context.Context, cli *clientv3.Client, key st
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, interval)
+		pctx, cancel := context.WithTimeout(ctx, min(interval, 2*time.Second))
 		_, err := cli.Get(pctx, key, clientv3.WithCountOnly())
 		cancel()
 		if ctx.Err() != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/lockwarden/lockwarden/internal/testenv"
@@ -58,7 +59,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 
-	p := &playground{root: root, dir: dir, out: out}
+	// The live view and the demo's narration both write to out.
+	p := &playground{root: root, dir: dir, out: &syncWriter{w: out}}
 	defer p.close()
 	if err := p.start(ctx); err != nil {
 		return err
@@ -71,6 +73,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	p.hint()
 	<-ctx.Done()
-	fmt.Fprintln(out, "\nstopping: workers, ledger, manager, etcd, control plane ...")
+	p.say("\nstopping: workers, ledger, manager, etcd, control plane ...")
 	return nil
+}
+
+// syncWriter serializes writes from the playground's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
