@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/controllers"
+	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
 // managerProc is a lockwarden manager process (./bin/lockwarden, built by `make build`).
@@ -223,7 +223,7 @@ func TestKilledControllerStandbyTakesOver(t *testing.T) {
 func TestStandbyReadyAndReadyzFollowsEtcd(t *testing.T) {
 	f := newFixture(t)
 	f.stop()
-	ports, err := freeTCPPorts(4)
+	ports, err := testenv.FreePorts(4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,31 +281,12 @@ func TestStandbyReadyAndReadyzFollowsEtcd(t *testing.T) {
 	waitStatus(ports[3], 200, 20*time.Second, "standby with etcd back")
 }
 
-func freeTCPPorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // TestSteadyStateReconcilesRarely: a held lock in steady state is not reconciled again and
 // again (no polling): the manager's reconcile counter barely moves over 3 x TTL.
 func TestSteadyStateReconcilesRarely(t *testing.T) {
 	f := newFixture(t)
 	f.stop()
-	ports, err := freeTCPPorts(1)
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}

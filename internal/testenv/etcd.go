@@ -34,7 +34,7 @@ func StartEtcd(root, dir string) (*Etcd, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%w: %s not found: run `make envtest-bins`", ErrBinariesMissing, bin)
 	}
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,9 @@ func (e *Etcd) Stop() {
 	<-e.exited
 }
 
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct free TCP ports on 127.0.0.1 (free when chosen; a port can be
+// taken by someone else before it is bound, so callers that can retry should).
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -148,7 +147,7 @@ func (s *stack) startManager(ctx context.Context, extra ...string) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s not found: run `make build`", bin)
 	}
-	ports, err := freePorts(2)
+	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -281,25 +280,6 @@ func scrapeHTTP(ctx context.Context, url string) (families, error) {
 		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
 	}
 	return parseMetrics(resp.Body)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // tail is the end of a log file, for error messages.

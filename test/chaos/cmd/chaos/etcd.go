@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
+
+	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
 // tcpProxy is a TCP proxy (etcd's pkg/proxy) on a chosen loopback port.
@@ -37,7 +38,7 @@ func newTCPProxy(to string) (*tcpProxy, error) {
 }
 
 func tryTCPProxy(to string) (*tcpProxy, error) {
-	ports, err := freePorts(1)
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func startCluster(root, dir string, n int) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2 * n)
+	ports, err := testenv.FreePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -296,23 +297,4 @@ func (c *cluster) close() {
 			m.peerProxy.close()
 		}
 	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

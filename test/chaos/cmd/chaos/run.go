@@ -23,6 +23,7 @@ import (
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
+	"github.com/lockwarden/lockwarden/internal/testenv"
 	"github.com/lockwarden/lockwarden/test/chaos"
 )
 
@@ -119,7 +120,7 @@ func (r *run) execute(ctx context.Context) (*result, error) {
 // background loops (status watch, kubelet), then waits for the first write.
 func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	h := r.h
-	ports, err := freePorts(1)
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func (r *run) startPod(ctx context.Context, s *slot) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return err
 	}
