@@ -21,6 +21,7 @@ import (
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ type playground struct {
 	env      *testenv.Env
 	etcd     *testenv.Etcd
 	k8s      client.WithWatch
-	kubelet  *kubelet
+	kubelet  *podsim.Kubelet
 	manager  *proc
 	ledger   *proc
 	ledgerAt string
@@ -67,7 +68,7 @@ func (p *playground) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.kubelet = &kubelet{cs: cs, ns: ns}
+	p.kubelet = &podsim.Kubelet{Client: cs, Namespace: ns, Container: "worker", Image: "fenced-worker:dev"}
 
 	p.say("starting lockwarden's etcd (./bin/etcd) and the manager (./bin/lockwarden) ...")
 	if p.etcd, err = testenv.StartEtcd(p.root, filepath.Join(p.dir, "etcd")); err != nil {
@@ -107,13 +108,13 @@ func (p *playground) start(ctx context.Context) error {
 	p.say("creating candidate pods; no kubelet runs here, so the playground sets their status as a kubelet would ...")
 	p.workers, p.pods = map[string]*proc{}, map[string]*corev1.Pod{}
 	for _, name := range []string{"reports-0", "reports-1"} {
-		if _, err := p.kubelet.createPod(ctx, name, map[string]string{"app": "reports"}); err != nil {
+		if _, err := p.kubelet.CreateReadyPod(ctx, name, map[string]string{"app": "reports"}); err != nil {
 			return err
 		}
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("payments-%d", i)
-		pod, err := p.kubelet.createPod(ctx, name, map[string]string{"app": "payments"})
+		pod, err := p.kubelet.CreateReadyPod(ctx, name, map[string]string{"app": "payments"})
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (p *playground) demo(ctx context.Context) error {
 	}
 	w.stop(10 * time.Second)
 	reported := time.Now()
-	if err := p.kubelet.terminated(ctx, p.pods[oldPod], 0); err != nil {
+	if err := p.kubelet.GracefulExit(ctx, p.pods[oldPod]); err != nil {
 		return err
 	}
 	next, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a new holder", func(l *lockv1.DistributedLock) bool {

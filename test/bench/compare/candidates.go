@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,13 +74,13 @@ func (c *candidate) stop() {
 
 // startPodCandidate creates a Ready pod with labels and runs a pkg/leadership elector for it,
 // as the pod's process would.
-func startPodCandidate(ctx context.Context, cfg *rest.Config, k *kubelet, lock, name string, labels map[string]string, rec *recorder) (*candidate, error) {
-	pod, err := k.createReadyPod(ctx, name, labels)
+func startPodCandidate(ctx context.Context, cfg *rest.Config, k *podsim.Kubelet, lock, name string, labels map[string]string, rec *recorder) (*candidate, error) {
+	pod, err := k.CreateReadyPod(ctx, name, labels)
 	if err != nil {
 		return nil, err
 	}
 	el, err := leadership.New(leadership.Config{
-		Config: cfg, Namespace: k.ns, Lock: lock, Identity: pod.UID, Name: name,
+		Config: cfg, Namespace: k.Namespace, Lock: lock, Identity: pod.UID, Name: name,
 		Callbacks: leadership.Callbacks{
 			OnStartedLeading: func(_ context.Context, token int64) {
 				rec.put(rec.started, event{who: name, token: token, at: time.Now()})

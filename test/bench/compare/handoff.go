@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"io"
 	"math/rand/v2"
 	"time"
@@ -48,7 +49,7 @@ func handoffLockwarden(ctx context.Context, s *stack, t timing, n int, progress 
 	if err := s.createLock(ctx, ns, lock, t.lease); err != nil {
 		return nil, err
 	}
-	k := &kubelet{cs: s.bulk, ns: ns}
+	k := &podsim.Kubelet{Client: s.bulk, Namespace: ns}
 	rec := newRecorder()
 	col := newCollector(rec)
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -93,7 +94,7 @@ func handoffLockwarden(ctx context.Context, s *stack, t timing, n int, progress 
 		old := cands[holder]
 		t0 := time.Now()
 		old.stop()
-		if err := k.gracefulExit(ctx, old.pod); err != nil {
+		if err := k.GracefulExit(ctx, old.pod); err != nil {
 			return nil, err
 		}
 		delete(cands, holder)

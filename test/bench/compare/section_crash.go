@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"io"
 	"slices"
 	"strings"
@@ -67,7 +68,7 @@ func crashRun(ctx context.Context, s *stack, o options, variant string, lease ti
 	if lease == timingFast.lease {
 		t = timingFast
 	}
-	k := &kubelet{cs: s.bulk, ns: ns}
+	k := &podsim.Kubelet{Client: s.bulk, Namespace: ns}
 	type lockState struct {
 		col   *collector
 		cands []*candidate
@@ -141,7 +142,7 @@ func crashRun(ctx context.Context, s *stack, o options, variant string, lease ti
 		holder.stop() // the process is gone; nothing is released
 		switch variant {
 		case crashAttested:
-			if _, err := k.exited(ctx, holder.pod, 137); err != nil {
+			if _, err := k.Exited(ctx, holder.pod, 137); err != nil {
 				return err
 			}
 		case crashUnattested:
@@ -150,7 +151,7 @@ func crashRun(ctx context.Context, s *stack, o options, variant string, lease ti
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			if _, err := k.notReady(ctx, holder.pod); err != nil {
+			if _, err := k.NotReady(ctx, holder.pod); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"io"
 	"slices"
 	"strings"
@@ -173,7 +174,7 @@ func runLoadSection(ctx context.Context, o options, rep *report, progress io.Wri
 	if err := s.namespace(ctx, "load-lw"); err != nil {
 		return err
 	}
-	k := &kubelet{cs: s.bulk, ns: "load-lw"}
+	k := &podsim.Kubelet{Client: s.bulk, Namespace: "load-lw"}
 	lw, err := holdMany(ctx, o.loadLocks, func(i int, rec *recorder) ([]*candidate, error) {
 		name := fmt.Sprintf("lock-%d", i)
 		if err := s.createLock(ctx, "load-lw", name, timingDefault.lease); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"io"
 	"math"
 	"strings"
@@ -111,11 +112,11 @@ func scaleRun(ctx context.Context, o options, n int, progress io.Writer) (*scale
 		return nil, err
 	}
 	res := &scaleResult{n: n, window: min(30*time.Second, max(o.loadDuration/2, 10*time.Second))}
-	k := &kubelet{cs: s.bulk, ns: ns}
+	k := &podsim.Kubelet{Client: s.bulk, Namespace: ns}
 	t := time.Now()
 	if err := parallel(n*candidatesPerLock, 32, func(i int) error {
 		name := fmt.Sprintf("lock-%d", i/candidatesPerLock)
-		_, err := k.createReadyPod(ctx, fmt.Sprintf("%s-p%d", name, i%candidatesPerLock), map[string]string{"lock": name})
+		_, err := k.CreateReadyPod(ctx, fmt.Sprintf("%s-p%d", name, i%candidatesPerLock), map[string]string{"lock": name})
 		return err
 	}); err != nil {
 		return nil, err
