@@ -31,19 +31,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	port := FreePorts(t, 1)[0]
 	from := url.URL{Scheme: "tcp", Host: fmt.Sprintf("127.0.0.1:%d", port)}
 	to.Scheme = "tcp"
-	srv := proxy.NewServer(proxy.ServerConfig{
-		Logger: zap.NewNop(), // nil panics in the proxy's goroutines
-		From:   from,
-		To:     *to,
-	})
-	select {
-	case <-srv.Ready():
-	case err := <-srv.Error():
-		srv.Close()
-		t.Fatalf("proxy to %s: %v", target, err)
-	case <-time.After(5 * time.Second):
-		srv.Close()
-		t.Fatalf("proxy to %s: not ready", target)
+	srv, err := StartProxy(from, *to)
+	if err != nil {
+		t.Fatal(err)
 	}
 	p := &Proxy{srv: srv, endpoint: "http://" + from.Host}
 	t.Cleanup(func() {
@@ -52,6 +42,41 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		p.srv.Close()
 	})
 	return p
+}
+
+// StartProxy starts etcd's TCP proxy from -> to, waits until it listens, and drains its
+// error channel for as long as it runs. The drain is not optional: the proxy reports every
+// failed dial and broken copy on a channel with room for 16 and then blocks, in its accept
+// loop and in the copying goroutines, until someone reads. A proxy in front of a member that
+// was down for a while (a kill, a restore) stops accepting connections without the drain,
+// and the member looks cut off for good (the "no leader" and unconfirmed lease renewals seen
+// after restores in the fault-injection runs).
+func StartProxy(from, to url.URL) (proxy.Server, error) {
+	srv := proxy.NewServer(proxy.ServerConfig{
+		Logger: zap.NewNop(), // nil panics in the proxy's goroutines
+		From:   from,
+		To:     to,
+	})
+	select {
+	case <-srv.Ready():
+	case err := <-srv.Error():
+		_ = srv.Close()
+		return nil, fmt.Errorf("proxy to %s: %w", to.Host, err)
+	case <-time.After(5 * time.Second):
+		_ = srv.Close()
+		return nil, fmt.Errorf("proxy to %s: not ready", to.Host)
+	}
+	go func() {
+		for {
+			select {
+			case err := <-srv.Error():
+				_ = err // a dial or copy failure; the faults under test cause them
+			case <-srv.Done():
+				return
+			}
+		}
+	}()
+	return srv, nil
 }
 
 // Endpoint returns the proxy's client URL.

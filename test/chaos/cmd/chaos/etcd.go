@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 
+	"github.com/lockwarden/lockwarden/internal/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
@@ -43,19 +44,9 @@ func tryTCPProxy(to string) (*tcpProxy, error) {
 		return nil, err
 	}
 	from := url.URL{Scheme: "tcp", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
-	srv := proxy.NewServer(proxy.ServerConfig{
-		Logger: zap.NewNop(), // nil panics in the proxy's goroutines
-		From:   from,
-		To:     url.URL{Scheme: "tcp", Host: to},
-	})
-	select {
-	case <-srv.Ready():
-	case err := <-srv.Error():
-		_ = srv.Close()
-		return nil, fmt.Errorf("proxy to %s: %w", to, err)
-	case <-time.After(5 * time.Second):
-		_ = srv.Close()
-		return nil, fmt.Errorf("proxy to %s: not ready", to)
+	srv, err := etcdtest.StartProxy(from, url.URL{Scheme: "tcp", Host: to})
+	if err != nil {
+		return nil, err
 	}
 	return &tcpProxy{srv: srv, addr: from.Host}, nil
 }
@@ -148,7 +139,7 @@ func (c *cluster) start(m *member, state string) error {
 		"--initial-cluster", c.initialCluster(), "--initial-cluster-state", state,
 		"--initial-cluster-token", fmt.Sprintf("chaos-%d", c.token),
 		"--heartbeat-interval", "100", "--election-timeout", "1000",
-		"--log-level", "error", "--unsafe-no-fsync",
+		"--log-level", "warn", "--unsafe-no-fsync",
 	}
 	p, err := startProc(c.dir, "etcd-"+m.name, c.bin, nil, args...)
 	if err != nil {

@@ -158,6 +158,7 @@ type totals struct {
 	maxOverlap                                                            time.Duration
 	faults                                                                map[string]int
 	unknownLinear                                                         int
+	found                                                                 []string // every violation, with its run and replay command
 }
 
 func (t *totals) add(res *result) {
@@ -175,6 +176,9 @@ func (t *totals) add(res *result) {
 	t.violations += len(res.violations)
 	if len(res.violations) > 0 {
 		t.failedRuns++
+	}
+	for _, v := range res.violations {
+		t.found = append(t.found, fmt.Sprintf("run %d (schedule %s, faults %s): %s", res.sched.Run, res.sched.Hash(), kindList(res.faults), v))
 	}
 	if res.linear == string(porcupine.Unknown) {
 		t.unknownLinear++
@@ -196,5 +200,9 @@ func (t *totals) print(elapsed time.Duration) {
 	}
 	fmt.Printf("writes accepted %d rejected %d ambiguous %d\n", t.accepted, t.rejected, t.ambiguous)
 	fmt.Printf("overlaps measured %d (max %v); linearizability unknown (timeout) %d\n", t.overlaps, t.maxOverlap.Round(time.Millisecond), t.unknownLinear)
+	// Repeated here so that the tail of a long log (all a CI summary may keep) names them.
+	for _, f := range t.found {
+		fmt.Printf("  VIOLATION %s\n", f)
+	}
 	fmt.Printf("violations: %d\n", t.violations)
 }
