@@ -49,6 +49,15 @@ type Active struct {
 	rec *Reconciler
 }
 
+// AddToManager registers the controller's cache indexes (AddIndexes) and adds a to its
+// Manager. Call it before the manager starts.
+func (a *Active) AddToManager(ctx context.Context) error {
+	if err := AddIndexes(ctx, a.Manager.GetFieldIndexer()); err != nil {
+		return err
+	}
+	return a.Manager.Add(a)
+}
+
 // grantLeaseKey stores the grant lease ID (hex), on that lease, written only by the elected
 // replica.
 func (a *Active) grantLeaseKey() string { return a.Engine.Prefix() + "/controller/grant-lease" }

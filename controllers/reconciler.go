@@ -103,10 +103,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.dropFinalizer(ctx, &lock)
 	}
 	if !deleting && controllerutil.AddFinalizer(&lock, Finalizer) {
+		// Before any grant, so that deleting the lock always goes through the term's end.
+		// The turn goes on with the object the update returned (its resourceVersion is the
+		// status write's precondition): a new lock is granted in one reconcile, not two.
 		if err := r.Client.Update(ctx, &lock); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			}
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
-		return ctrl.Result{}, nil // the update brings the lock back
 	}
 
 	t := &turn{r: r, lock: &lock, key: key, st: *lock.Status.DeepCopy(), trigger: time.Now(), log: log.FromContext(ctx)}
@@ -265,12 +270,12 @@ func (t *turn) readCandidates(ctx context.Context) {
 	if t.selErr != nil {
 		return
 	}
-	var pods corev1.PodList
-	if err := t.r.Client.List(ctx, &pods, client.InNamespace(t.lock.Namespace), client.MatchingLabelsSelector{Selector: t.selector}); err != nil {
+	pods, err := candidatePods(ctx, t.r.Client, t.lock, t.selector)
+	if err != nil {
 		t.selErr = fmt.Errorf("list candidate pods: %w", err)
 		return
 	}
-	t.pods = pods.Items
+	t.pods = pods
 }
 
 // etcdDown publishes EtcdAvailable=False and leaves the phase alone.

@@ -138,7 +138,7 @@ func (f *fixture) startController(identity string, electionTTL time.Duration) fu
 		ElectionTTL: electionTTL, GrantTTL: electionTTL + 10*time.Second, MaxConcurrentReconciles: 2,
 		Metrics: controllers.NewMetrics(prometheus.NewRegistry()), Retry: 100 * time.Millisecond,
 	}
-	if err := mgr.Add(active); err != nil {
+	if err := active.AddToManager(context.Background()); err != nil {
 		f.t.Fatalf("add controller: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -66,16 +67,14 @@ func (r *Reconciler) podToLocks(ctx context.Context, pod *corev1.Pod) []reconcil
 	if attestedTerminated(pod, nil) {
 		r.mem.attest(pod.UID)
 	}
-	var locks lockv1.DistributedLockList
-	if err := r.Client.List(ctx, &locks, client.InNamespace(pod.Namespace)); err != nil {
+	locks, err := locksFor(ctx, r.Client, pod)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "map pod to locks", "pod", client.ObjectKeyFromObject(pod))
 		return nil
 	}
-	var reqs []reconcile.Request
-	for i := range locks.Items {
-		l := &locks.Items[i]
-		if l.Status.HolderUID == pod.UID || selects(l, pod) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
-		}
+	reqs := make([]reconcile.Request, 0, len(locks))
+	for _, l := range locks {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
 	}
 	return reqs
 }

@@ -86,7 +86,7 @@ func run(ctx context.Context, o *options) error {
 		MaxConcurrentReconciles: o.maxConcurrent,
 		Metrics:                 controllers.NewMetrics(metrics.Registry),
 	}
-	if err := mgr.Add(active); err != nil {
+	if err := active.AddToManager(ctx); err != nil {
 		return err
 	}
 	// Standbys keep their caches warm: start the informers now, not at election.
