@@ -31,6 +31,7 @@ type options struct {
 	electionTTL        time.Duration
 	metricsAddr        string
 	probeAddr          string
+	pprofAddr          string
 	maxConcurrent      int
 	identity           string
 	zap                zap.Options
@@ -65,6 +66,7 @@ func parseFlags(args []string, usage io.Writer) (*options, error) {
 	fs.DurationVar(&o.electionTTL, "election-ttl", 15*time.Second, "TTL of this replica's election session (whole seconds, at least 2s)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of /metrics ("0" disables)`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables)`)
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of /debug/pprof/ ("0" disables; keep it on loopback)`)
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "locks reconciled in parallel")
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the election (default $POD_NAME, else hostname-pid)")
 	config.RegisterFlags(fs) // --kubeconfig
@@ -163,7 +165,7 @@ func (o *options) validate() error {
 	if o.grantTTL <= o.electionTTL {
 		return bad("etcd-lease-ttl", "%v must exceed --election-ttl (%v) so that grants outlive a handover", o.grantTTL, o.electionTTL)
 	}
-	for _, f := range []struct{ flag, addr string }{{"metrics-bind-address", o.metricsAddr}, {"health-probe-bind-address", o.probeAddr}} {
+	for _, f := range []struct{ flag, addr string }{{"metrics-bind-address", o.metricsAddr}, {"health-probe-bind-address", o.probeAddr}, {"pprof-bind-address", o.pprofAddr}} {
 		flag, addr := f.flag, f.addr
 		if addr == "0" {
 			continue

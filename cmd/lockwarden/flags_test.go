@@ -35,6 +35,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{ok, "--etcd-cert-file=" + cert}, "--etcd-key-file"},
 		{[]string{ok, "--etcd-ca-file=/nonexistent/ca.crt"}, "--etcd-ca-file"},
 		{[]string{ok, "--metrics-bind-address=8080"}, "--metrics-bind-address"},
+		{[]string{ok, "--pprof-bind-address=localhost"}, "--pprof-bind-address"},
 		{[]string{ok, "--health-probe-bind-address=x"}, "--health-probe-bind-address"},
 		{[]string{ok, "--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles"},
 		{[]string{"--embedded-etcd-dir=" + dir, "--embedded-etcd-listen=10.0.0.1:2379"}, "--embedded-etcd-listen"},

@@ -70,6 +70,7 @@ func run(ctx context.Context, o *options) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         false, // the election is in etcd (controllers.Active)
 		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: false}},

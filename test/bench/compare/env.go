@@ -47,6 +47,7 @@ type manager struct {
 	cmd         *exec.Cmd
 	exited      chan struct{}
 	metricsAddr string
+	pprofAddr   string
 	log         *os.File
 }
 
@@ -147,11 +148,11 @@ func (s *stack) startManager(ctx context.Context, extra ...string) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s not found: run `make build`", bin)
 	}
-	ports, err := testenv.FreePorts(2)
+	ports, err := testenv.FreePorts(3)
 	if err != nil {
 		return err
 	}
-	m := &manager{metricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), exited: make(chan struct{})}
+	m := &manager{metricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), pprofAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]), exited: make(chan struct{})}
 	if m.log, err = os.Create(filepath.Join(s.dir, "lockwarden.log")); err != nil {
 		return fmt.Errorf("manager log: %w", err)
 	}
@@ -160,6 +161,7 @@ func (s *stack) startManager(ctx context.Context, extra ...string) error {
 		"--election-ttl", "5s", "--etcd-lease-ttl", "30s",
 		"--metrics-bind-address", m.metricsAddr,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--pprof-bind-address", m.pprofAddr,
 		"--identity", "bench-manager",
 	}, extra...)
 	m.cmd = exec.Command(bin, args...)

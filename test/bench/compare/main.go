@@ -53,6 +53,7 @@ type options struct {
 	scaleTimeout  time.Duration
 	reconciles    int
 	args          []string
+	pprofDir      string
 }
 
 var sectionNames = []string{"handoff", "crash", "load", "scale"}
@@ -76,6 +77,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "steady-state load: measured window per system")
 	fs.StringVar(&scale, "scale", "1000,10000", "scale: lock counts (3 candidate pods each)")
 	fs.DurationVar(&o.scaleTimeout, "scale-timeout", 2*time.Minute, "scale: give up waiting for every lock to be held after this long")
+	fs.StringVar(&o.pprofDir, "pprof", "", "scale: write CPU profiles of kube-apiserver and the manager (20 s, while the largest count is being granted) into this directory and summarise them in the report")
 	fs.StringVar(&logDir, "logs", "", "copy each manager's log into this directory (for diagnosis)")
 	fs.IntVar(&o.reconciles, "max-concurrent-reconciles", 0, "scale: the manager's --max-concurrent-reconciles (0: its default)")
 	if err := fs.Parse(args); err != nil {
