@@ -21,7 +21,9 @@ func TestSelectorWithoutMatchLabels(t *testing.T) {
 		}}
 	})
 	f.lock("labels", "y", nil)
-	time.Sleep(500 * time.Millisecond) // both locks reconciled with no candidate
+	reconciled := func(l *lockv1.DistributedLock) bool { return l.Status.ObservedGeneration == l.Generation }
+	f.waitFor("expr", 20*time.Second, "reconciled with no candidate", reconciled)
+	f.waitFor("labels", 20*time.Second, "reconciled with no candidate", reconciled)
 	f.pod("x-0", "x")
 	f.waitFor("expr", 20*time.Second, "held by x-0", heldBy("x-0"))
 	f.pod("y-0", "y")

@@ -177,9 +177,8 @@ func (r *Reconciler) forget(key string) {
 	r.mu.Lock()
 	delete(r.handles, key)
 	delete(r.regressed, key)
-	phases := r.setPhase(key, "")
+	r.Metrics.setPhases(r.setPhase(key, "")) // under r.mu: gauges set in the order the counts changed
 	r.mu.Unlock()
-	r.Metrics.setPhases(phases)
 }
 
 func (r *Reconciler) dropFinalizer(ctx context.Context, lock *lockv1.DistributedLock) error {
@@ -359,9 +358,8 @@ func (t *turn) acknowledged() {
 		t.r.clearRegression(t.key)
 	}
 	t.r.mu.Lock()
-	phases := t.r.setPhase(t.key, t.st.Phase)
+	t.r.Metrics.setPhases(t.r.setPhase(t.key, t.st.Phase)) // under r.mu, as in forget
 	t.r.mu.Unlock()
-	t.r.Metrics.setPhases(phases)
 }
 
 // setPhase records the lock's published phase ("": forgotten) and returns a copy of the

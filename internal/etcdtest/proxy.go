@@ -31,7 +31,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	port := FreePorts(t, 1)[0]
 	from := url.URL{Scheme: "tcp", Host: fmt.Sprintf("127.0.0.1:%d", port)}
 	to.Scheme = "tcp"
-	srv, err := StartProxy(from, *to)
+	srv, stop, err := StartProxy(from, *to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	t.Cleanup(func() {
 		p.srv.UnpauseTx()
 		p.srv.UnpauseRx()
-		p.srv.Close()
+		stop()
 	})
 	return p
 }
@@ -50,9 +50,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // loop and in the copying goroutines, until someone reads. A proxy in front of a member that
 // was down for a while (a kill, a restore) stops accepting connections without the drain,
 // and the member looks cut off for good (the "no leader" and unconfirmed lease renewals seen
-// after restores in the fault-injection runs).
-func StartProxy(from, to url.URL) (proxy.Server, error) {
-	srv := proxy.NewServer(proxy.ServerConfig{
+// after restores in the fault-injection runs). stop closes the proxy and waits for the drain.
+func StartProxy(from, to url.URL) (srv proxy.Server, stop func(), err error) {
+	srv = proxy.NewServer(proxy.ServerConfig{
 		Logger: zap.NewNop(), // nil panics in the proxy's goroutines
 		From:   from,
 		To:     to,
@@ -61,12 +61,14 @@ func StartProxy(from, to url.URL) (proxy.Server, error) {
 	case <-srv.Ready():
 	case err := <-srv.Error():
 		_ = srv.Close()
-		return nil, fmt.Errorf("proxy to %s: %w", to.Host, err)
+		return nil, nil, fmt.Errorf("proxy to %s: %w", to.Host, err)
 	case <-time.After(5 * time.Second):
 		_ = srv.Close()
-		return nil, fmt.Errorf("proxy to %s: not ready", to.Host)
+		return nil, nil, fmt.Errorf("proxy to %s: not ready", to.Host)
 	}
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		for {
 			select {
 			case err := <-srv.Error():
@@ -76,7 +78,7 @@ func StartProxy(from, to url.URL) (proxy.Server, error) {
 			}
 		}
 	}()
-	return srv, nil
+	return srv, func() { _ = srv.Close(); <-drained }, nil
 }
 
 // Endpoint returns the proxy's client URL.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +21,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestProxySurvivesADownTarget(t *testing.T) {
 	ports := FreePorts(t, 2)
 	target := fmt.Sprintf("127.0.0.1:%d", ports[1])
-	srv, err := StartProxy(url.URL{Scheme: "tcp", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}, url.URL{Scheme: "tcp", Host: target})
+	_, stop, err := StartProxy(url.URL{Scheme: "tcp", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}, url.URL{Scheme: "tcp", Host: target})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	defer stop()
 	from := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	for i := range 40 { // the target is down: every dial behind the proxy fails
 		c, err := net.DialTimeout("tcp", from, time.Second)
@@ -40,20 +41,23 @@ func TestProxySurvivesADownTarget(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bring the target up: %v", err)
 	}
-	done := make(chan struct{})
-	defer func() {
+	var wg sync.WaitGroup
+	defer func() { // after c.Close: the proxy then closes its side and the echoes end
 		_ = ln.Close()
-		<-done
+		wg.Wait()
 	}()
-	go func() {
-		defer close(done)
-		c, err := ln.Accept()
-		if err != nil {
-			return
+	wg.Go(func() {
+		for { // echo on every connection: a late one from the loop above may come first
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			})
 		}
-		defer c.Close()
-		_, _ = io.Copy(c, c) // echo
-	}()
+	})
 	c, err := net.DialTimeout("tcp", from, time.Second)
 	if err != nil {
 		t.Fatalf("dial the proxy: %v", err)

@@ -23,8 +23,7 @@ type cpuProfiles struct {
 }
 
 // captureCPU takes CPU profiles of kube-apiserver and the manager over the same window,
-// writes them into dir as <name>-apiserver.pprof and <name>-manager.pprof, and summarises
-// each with `go tool pprof -top`.
+// and writes them into dir as <name>-apiserver.pprof and <name>-manager.pprof.
 func captureCPU(ctx context.Context, s *stack, dir, name string, window time.Duration) *cpuProfiles {
 	p := &cpuProfiles{window: window}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -37,8 +36,10 @@ func captureCPU(ctx context.Context, s *stack, dir, name string, window time.Dur
 	wg.Go(func() {
 		data, err := s.bulk.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", secs).DoRaw(ctx)
 		if err == nil {
-			p.apiserver = filepath.Join(dir, name+"-apiserver.pprof")
-			err = os.WriteFile(p.apiserver, data, 0o644)
+			file := filepath.Join(dir, name+"-apiserver.pprof")
+			if err = os.WriteFile(file, data, 0o644); err == nil {
+				p.apiserver = file
+			}
 		}
 		apiErr = err
 	})
@@ -60,8 +61,12 @@ func captureCPU(ctx context.Context, s *stack, dir, name string, window time.Dur
 			if err != nil {
 				return err
 			}
-			p.manager = filepath.Join(dir, name+"-manager.pprof")
-			return os.WriteFile(p.manager, data, 0o644)
+			file := filepath.Join(dir, name+"-manager.pprof")
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				return err
+			}
+			p.manager = file
+			return nil
 		}()
 	})
 	wg.Wait()
@@ -71,8 +76,13 @@ func captureCPU(ctx context.Context, s *stack, dir, name string, window time.Dur
 	if mgrErr != nil {
 		p.err = errors.Join(p.err, fmt.Errorf("manager: %w", mgrErr))
 	}
-	p.apiserverTop, p.mgrTop = pprofTop(p.apiserver), pprofTop(p.manager)
 	return p
+}
+
+// summarise fills in the `go tool pprof -top` excerpts; it runs after the measurement, so
+// that pprof's own CPU does not slow what is being measured.
+func (p *cpuProfiles) summarise() {
+	p.apiserverTop, p.mgrTop = pprofTop(p.apiserver), pprofTop(p.manager)
 }
 
 // pprofTop is the head of `go tool pprof -top -cum` for file: where the CPU time went,

@@ -185,8 +185,11 @@ func scaleRun(ctx context.Context, o options, n int, progress io.Writer) (*scale
 		}
 	}
 	res.heldAtEnd = h.count()
-	profWG.Wait()
 	fmt.Fprintf(progress, "  %d locks: %d held after %v\n", n, res.heldAtEnd, time.Since(t0).Round(100*time.Millisecond))
+	profWG.Wait()
+	if res.profiles != nil {
+		res.profiles.summarise()
+	}
 	if err := settle(ctx, 5*time.Second); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 // tcpProxy is a TCP proxy (etcd's pkg/proxy) on a chosen loopback port.
 type tcpProxy struct {
 	srv  proxy.Server
+	stop func() // closes srv and waits for its error drain
 	addr string // host:port it listens on
 }
 
@@ -44,11 +45,11 @@ func tryTCPProxy(to string) (*tcpProxy, error) {
 		return nil, err
 	}
 	from := url.URL{Scheme: "tcp", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
-	srv, err := etcdtest.StartProxy(from, url.URL{Scheme: "tcp", Host: to})
+	srv, stop, err := etcdtest.StartProxy(from, url.URL{Scheme: "tcp", Host: to})
 	if err != nil {
 		return nil, err
 	}
-	return &tcpProxy{srv: srv, addr: from.Host}, nil
+	return &tcpProxy{srv: srv, stop: stop, addr: from.Host}, nil
 }
 
 // heal removes every fault.
@@ -65,7 +66,7 @@ func (p *tcpProxy) delay(d, jitter time.Duration) { p.srv.DelayTx(d, jitter); p.
 
 func (p *tcpProxy) close() {
 	p.heal()
-	_ = p.srv.Close()
+	p.stop()
 }
 
 // member is one etcd process. Its peers reach it through peerProxy only, so that the proxy
