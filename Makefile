@@ -82,7 +82,7 @@ run: envtest-bins build ## Start the local playground: control plane, manager, w
 	$(BIN)/playground $(ARGS)
 
 .PHONY: bench
-bench: build ## Run every benchmark (about 25 minutes): bench-lease, then lockwarden vs client-go; regenerates docs/benchmarks.md and docs/img/.
+bench: build ## Run every benchmark (17 minutes here, under 30): bench-lease, then lockwarden vs client-go; regenerates docs/benchmarks.md and docs/img/.
 	mkdir -p $(BIN)/bench
 	$(MAKE) -s --no-print-directory bench-lease | tee $(BIN)/bench/lease.md
 	go run ./test/bench/compare -out docs/benchmarks.md -img docs/img -engine-report $(BIN)/bench/lease.md -logs $(BIN)/bench/logs -pprof $(BIN)/bench/pprof
