@@ -32,7 +32,7 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 30*time.Second),
 		SkipNameValidation:      ptr.To(true), // one per epoch in a process's life
 		Logger:                  mgr.GetLogger().WithValues("controller", "distributedlock"),
-		CacheSyncTimeout:        10 * time.Minute, // tens of thousands of pods list slowly
+		CacheSyncTimeout:        10 * time.Minute, // the first list of a large cluster's pods can be slow
 
 	})
 	if err != nil {
