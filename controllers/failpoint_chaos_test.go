@@ -31,7 +31,7 @@ func TestFailpointLostReleaseReply(t *testing.T) {
 	t.Cleanup(func() { controllers.SetFailpoints(nil) })
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](600) })
 	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))

@@ -13,7 +13,7 @@ import (
 func TestGrantOnCreate(t *testing.T) {
 	f := newFixture(t)
 	f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second resolution
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", nil)
 	l := f.waitFor("lock", 20*time.Second, "held by the oldest pod", heldBy("a-0"))
@@ -39,7 +39,7 @@ func TestGrantOnCreate(t *testing.T) {
 func TestAttestedTerminationHandsOverAtOnce(t *testing.T) {
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](600) })
 	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
@@ -60,7 +60,7 @@ func TestAttestedTerminationHandsOverAtOnce(t *testing.T) {
 func TestDeletedWithoutAttestationWaitsLockDelay(t *testing.T) {
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](4) })
 	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
@@ -92,7 +92,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestGracefulDeletionHandsOverAtOnce(t *testing.T) {
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](600) })
 	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))

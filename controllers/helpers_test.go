@@ -137,17 +137,12 @@ func (f *fixture) editLock(name string, mutate func(*lockv1.DistributedLock)) {
 // waitFor polls the lock until cond holds, failing with the last status after timeout.
 func (f *fixture) waitFor(name string, timeout time.Duration, what string, cond func(*lockv1.DistributedLock) bool) *lockv1.DistributedLock {
 	f.t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last *lockv1.DistributedLock
-	for time.Now().Before(deadline) {
+	eventually(f.t, timeout, func() bool {
 		last = f.get(name)
-		if cond(last) {
-			return last
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	f.t.Fatalf("lock %s: %s not reached within %v; status: %s", name, what, timeout, describe(last))
-	return nil
+		return cond(last)
+	}, func() string { return fmt.Sprintf("lock %s: %s; status: %s", name, what, describe(last)) })
+	return last
 }
 
 func describe(l *lockv1.DistributedLock) string {

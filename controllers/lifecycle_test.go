@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -41,7 +42,7 @@ func TestNotReadyThenReadyKeepsTerm(t *testing.T) {
 func TestFlappingHolderMovesOn(t *testing.T) {
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](4) })
 	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
@@ -142,17 +143,11 @@ func TestLockDeletedReleasesKey(t *testing.T) {
 		t.Fatalf("delete lock: %v", err)
 	}
 	f.waitFor("lock", 10*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(t, 20*time.Second, func() bool {
 		var cur lockv1.DistributedLock
-		err := k8s.Get(bg(), objectKey(f.ns, "lock"), &cur)
-		if err != nil {
-			if tok := f.keyToken("lock"); tok != 0 {
-				t.Errorf("lock object gone but etcd key remains with token %d", tok)
-			}
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		return apierrors.IsNotFound(k8s.Get(bg(), objectKey(f.ns, "lock"), &cur))
+	}, func() string { return "lock deleted; status: " + describe(f.get("lock")) })
+	if tok := f.keyToken("lock"); tok != 0 {
+		t.Errorf("lock object gone but etcd key remains with token %d", tok)
 	}
-	t.Fatalf("lock still present after 20 s: %s", describe(f.get("lock")))
 }

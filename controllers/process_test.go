@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -90,16 +91,13 @@ func (m *managerProc) signal(sig syscall.Signal) {
 // waitElected waits until identity holds the controller election and returns its epoch.
 func (f *fixture) waitElected(identity string, timeout time.Duration) int64 {
 	f.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var token int64
+	eventually(f.t, timeout, func() bool {
 		h, err := f.engine.Inspect(bg(), controllers.ElectionKey)
-		if err == nil && h.Holder == identity {
-			return h.Token
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("%s not elected within %v", identity, timeout)
-	return 0
+		token = h.Token
+		return err == nil && h.Holder == identity
+	}, func() string { return identity + " elected" })
+	return token
 }
 
 // statusNeverGoesBack watches the lock's status until stop closes and reports any
@@ -150,7 +148,7 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	zombie := f.startManager("zombie")
 	epochZ := f.waitElected("zombie", 20*time.Second)
 	a0 := f.pod("a-0", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.pod("a-1", "a")
 	f.lock("lock", "a", nil)
 	first := f.waitFor("lock", 30*time.Second, "held by a-0", heldBy("a-0"))
@@ -242,13 +240,9 @@ func TestStandbyReadyAndReadyzFollowsEtcd(t *testing.T) {
 	// want 200 (ready) or 500 (controller-runtime's answer for a failing check).
 	waitStatus := func(p, want int, within time.Duration, what string) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for readyz(p) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: /readyz on %d = %d, want %d", what, p, readyz(p), want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		got := 0
+		eventually(t, within, func() bool { got = readyz(p); return got == want },
+			func() string { return fmt.Sprintf("%s: /readyz on %d = %d, want %d", what, p, got, want) })
 	}
 	waitStatus(ports[1], 200, 20*time.Second, "active")
 	waitStatus(ports[3], 200, 20*time.Second, "standby")

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -135,10 +136,15 @@ func TestStaleKeyAfterRestore(t *testing.T) {
 	}
 	f.stop = f.startController("replica-b", 3*time.Second)
 	f.waitFor("lock", 20*time.Second, "Valid=False TokenRegression", condition(lockv1.ConditionValid, "False"))
-	time.Sleep(2 * time.Second) // a wrong grant would come at once; give it the chance
-	if got := f.get("lock"); got.Status.FencingToken != published || f.keyToken("lock") != held.Status.FencingToken {
-		t.Fatalf("without the bump: %s, etcd token %d; want no grant, the stale key kept", describe(got), f.keyToken("lock"))
-	}
+	// A wrong grant would come at once; give it 2 s to show.
+	var got *lockv1.DistributedLock
+	var tok int64
+	consistently(t, 2*time.Second, func() bool {
+		got, tok = f.get("lock"), f.keyToken("lock")
+		return got.Status.FencingToken == published && tok == held.Status.FencingToken
+	}, func() string {
+		return fmt.Sprintf("without the bump: %s, etcd token %d; want no grant, the stale key kept", describe(got), tok)
+	})
 
 	// The bump's --mark-compacted: history up to the current revision is gone.
 	if _, err := f.cli.Compact(bg(), rev); err != nil {

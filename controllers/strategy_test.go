@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,9 +16,9 @@ func TestFirstReady(t *testing.T) {
 	f := newFixture(t)
 	old := f.pod("a-old", "a")
 	f.setReady(old, false)
-	time.Sleep(1100 * time.Millisecond) // Ready transition times have one-second resolution
+	secondApart()
 	f.pod("a-young", "a")
-	time.Sleep(1100 * time.Millisecond)
+	secondApart()
 	f.setReady(old, true)
 	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.Strategy = lockv1.StrategyFirstReady })
 	f.waitFor("lock", 20*time.Second, "held by a-young (ready first)", heldBy("a-young"))
@@ -86,20 +87,18 @@ func TestNoCandidatesCondition(t *testing.T) {
 		}
 		return false
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var evs eventsv1.EventList
+	var evs eventsv1.EventList
+	eventually(t, 10*time.Second, func() bool {
 		if err := k8s.List(bg(), &evs, client.InNamespace(f.ns)); err != nil {
 			t.Fatalf("list events: %v", err)
 		}
 		for _, e := range evs.Items {
 			if e.Reason == lockv1.ReasonNoCandidates && e.Regarding.Name == "lock" && e.Type == "Warning" {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Warning Event with reason %s for the lock among %d events", lockv1.ReasonNoCandidates, len(evs.Items))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	}, func() string {
+		return fmt.Sprintf("no Warning Event with reason %s for the lock among %d events", lockv1.ReasonNoCandidates, len(evs.Items))
+	})
 }
