@@ -2,13 +2,11 @@ package fence_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/lockwarden/lockwarden/internal/etcdtest"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -17,23 +15,7 @@ import (
 // endpoints is an etcd shared by the tests and examples of this package.
 var endpoints []string
 
-func TestMain(m *testing.M) {
-	srv, err := etcdtest.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	endpoints = []string{srv.Endpoint()}
-	code := m.Run()
-	srv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(etcdtest.RunTests(m, &endpoints)) }
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/lockwarden/lockwarden/internal/etcdtest"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -20,23 +19,7 @@ import (
 // one themselves.
 var endpoints []string
 
-func TestMain(m *testing.M) {
-	srv, err := etcdtest.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	endpoints = []string{srv.Endpoint()}
-	code := m.Run()
-	srv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(etcdtest.RunTests(m, &endpoints)) }
 
 // env is one test's etcd and a direct client of it.
 type env struct {
