@@ -14,4 +14,9 @@
 //  4. Overlaps: overlap of the workers' leadership intervals, measured on CLOCK_MONOTONIC;
 //     two workers leading with one token is a violation.
 //  5. CheckLiveness: after the faults heal, the lock has a holder that writes within a bound.
+//  6. CheckOverlaps: no two pods' leadership intervals overlap beyond a tolerance (0 in the
+//     harness: on one machine's clock the controller's waits leave no overlap at all).
+//  7. CheckHandoffs: a term that ended without Releasing and the delay was ended on a claim
+//     of attested termination; the harness, which runs the processes, checks the claim: no
+//     process of the holder's pod ran at that moment or was started again later.
 package chaos

@@ -32,6 +32,16 @@ const (
 	ReadinessFlap    = "readiness-flap"      // the holder's Ready flips faster than lockDelay
 	LeaseLower       = "lease-lower"         // lower spec.leaseDurationSeconds while held
 	EtcdRestore      = "etcd-restore"        // restore a snapshot without, then with --bump-revision
+
+	// The kinds below write what the real component writes where the controller could take
+	// a state that is not proof of termination as proof (issue 10; NOTES.md, "What a real
+	// kubelet and PodGC write").
+	CrashRestart     = "crash-restart"             // SIGKILL the holder (restartPolicy Always): terminated, phase Running, restarted, same UID
+	SidecarDelete    = "sidecar-delete"            // delete the holder whose worker is a native sidecar: main stops first, sidecar last
+	NodePodGC        = "node-delete-podgc"         // partition the holder's node, delete the Node: PodGC's Failed with containers running
+	LateStatusWrite  = "deposed-late-status-write" // a deposed replica's status write held by its API proxy, released late
+	LoseAcquireReply = "etcd-lose-acquire-reply"   // the active controller's etcd replies dropped while it grants
+	StalledWatch     = "etcd-stalled-watch"        // SIGSTOP an etcd follower (stalls the watches on it) and fail over the controller
 )
 
 // Kinds lists every fault kind in a fixed order.
@@ -41,6 +51,7 @@ var Kinds = []string{
 	EtcdBlackhole, EtcdDelay, PeerBlackhole, PeerDelay, EtcdLeaderKill,
 	ControllerKill, ControllerZombie, DropStatus, LoseRelease,
 	PodRecreate, ReadinessFlap, LeaseLower, EtcdRestore,
+	CrashRestart, SidecarDelete, NodePodGC, LateStatusWrite, LoseAcquireReply, StalledWatch,
 }
 
 // Timing is what a schedule's durations derive from.
@@ -95,8 +106,8 @@ func (s Schedule) String() string {
 
 // NewSchedule derives run's schedule from seed: its first fault is kinds[(seed+run) mod n],
 // so that n consecutive runs cover every kind, followed by up to extra random faults of the
-// kinds in kinds (never the restore, which is slow). The same arguments give the same
-// schedule.
+// kinds in kinds (never the restore or the stalled watch, which are slow). The same arguments
+// give the same schedule.
 func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Schedule {
 	rng := rand.New(rand.NewPCG(seed, uint64(run)*0x9e3779b97f4a7c15+1))
 	s := Schedule{Seed: seed, Run: run}
@@ -105,7 +116,7 @@ func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Sche
 	s.Faults = append(s.Faults, newFault(rng, first, t))
 	var cheap []string
 	for _, k := range kinds {
-		if k != EtcdRestore {
+		if k != EtcdRestore && k != StalledWatch {
 			cheap = append(cheap, k)
 		}
 	}
@@ -153,6 +164,21 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Jitter = between(rng, 200*time.Millisecond, max(t.LockDelay/3, 300*time.Millisecond))
 	case PodRecreate, LeaseLower, WorkerKill, APIReplay, DropStatus, LoseRelease:
 		f.Hold = between(rng, 500*time.Millisecond, 2*time.Second)
+	case CrashRestart:
+		f.Hold = between(rng, 2*time.Second, 4*time.Second)
+		f.Jitter = between(rng, 100*time.Millisecond, 800*time.Millisecond) // until the restart
+	case SidecarDelete:
+		f.Hold = between(rng, 500*time.Millisecond, t.Lease) // main stopped, sidecar running
+	case NodePodGC:
+		f.Hold = between(rng, t.Lease+t.LockDelay+time.Second, t.Lease+t.LockDelay+3*time.Second)
+	case LateStatusWrite:
+		f.Hold = between(rng, 500*time.Millisecond, time.Second)
+		f.Member = rng.IntN(2) // 0: the late write lands before the new replica's, 1: after
+	case LoseAcquireReply:
+		f.Hold = between(rng, 300*time.Millisecond, 1500*time.Millisecond)
+	case StalledWatch:
+		f.Hold = between(rng, 500*time.Millisecond, time.Second) // after the in-fault liveness check
+		f.Member = rng.IntN(2)                                   // which follower
 	case EtcdRestore:
 		f.Hold = between(rng, 2*time.Second, 4*time.Second)
 	}

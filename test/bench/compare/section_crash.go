@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/lockwarden/lockwarden/internal/podsim"
 	"io"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockwarden/lockwarden/internal/podsim"
 )
 
 // crash variants.
@@ -68,7 +71,9 @@ func crashRun(ctx context.Context, s *stack, o options, variant string, lease ti
 	if lease == timingFast.lease {
 		t = timingFast
 	}
-	k := &podsim.Kubelet{Client: s.bulk, Namespace: ns}
+	// restartPolicy Never: a killed holder's pod ends (phase Failed), the attested crash; under
+	// Always the kubelet would restart it, which is not attestation.
+	k := &podsim.Kubelet{Client: s.bulk, Namespace: ns, RestartPolicy: corev1.RestartPolicyNever}
 	type lockState struct {
 		col   *collector
 		cands []*candidate

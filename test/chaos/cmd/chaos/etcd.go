@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -270,11 +271,14 @@ func (c *cluster) restore(path string, bump uint64) error {
 	return c.waitHealthy(30 * time.Second)
 }
 
-// healAll removes every peer fault and restarts killed members.
+// healAll removes every peer fault, resumes stopped members and restarts killed ones.
 func (c *cluster) healAll() error {
 	var errs []error
 	for _, m := range c.members {
 		m.peerProxy.heal()
+		if m.proc != nil {
+			m.proc.signal(syscall.SIGCONT)
+		}
 		if err := c.restart(m); err != nil {
 			errs = append(errs, err)
 		}

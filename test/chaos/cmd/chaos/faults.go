@@ -96,17 +96,17 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 		return func(ctx context.Context) error { return r.replacePod(ctx, s, false) }, nil
 
 	case chaos.DropStatus, chaos.LoseRelease:
-		// The failpoints are armed in both managers for the whole run; a graceful exit of the
-		// holder is an attested termination: a release, then a grant.
+		// The failpoints are armed in both managers for the whole run; a graceful deletion of
+		// the holder is an attested termination: a release, then a grant.
 		s := r.holderSlot(ctx)
-		if w := s.worker(); w != nil {
-			w.p.stop(5 * time.Second)
+		if err := r.kubelet.gracefulDelete(ctx, s, deleteOpts{}); err != nil {
+			return nil, err
 		}
-		return func(ctx context.Context) error { return r.replacePod(ctx, s, false) }, nil
+		return func(ctx context.Context) error { return r.startPod(ctx, s) }, nil
 
 	case chaos.PodRecreate:
 		s := r.holderSlot(ctx)
-		if err := r.kubelet.deletePod(ctx, s); err != nil {
+		if err := r.kubelet.forceDelete(ctx, s); err != nil {
 			return nil, err
 		}
 		// The old worker keeps running, with the old UID, until the run ends.
@@ -204,6 +204,18 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 
 	case chaos.EtcdRestore:
 		return nothing, r.restore(ctx, f)
+
+	case chaos.CrashRestart, chaos.SidecarDelete, chaos.NodePodGC:
+		return r.kubeletFault(ctx, f)
+
+	case chaos.LateStatusWrite:
+		return nothing, r.lateStatusWrite(ctx, f)
+
+	case chaos.LoseAcquireReply:
+		return r.loseAcquireReply(ctx)
+
+	case chaos.StalledWatch:
+		return r.stalledWatch(ctx, f)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -215,27 +227,14 @@ func (s *slot) worker() *workerProc {
 }
 
 // replacePod does what a StatefulSet does after its pod is gone: delete the old object if
-// it is still there, create one with the same name (a new UID) and start its worker. With
-// orphan, the old worker keeps running unattached.
+// it is still there (gracefully: the kubelet stops the worker and reports it terminated),
+// create one with the same name (a new UID) and start its worker. With orphan, the old
+// object is already gone and its worker keeps running unattached.
 func (r *run) replacePod(ctx context.Context, s *slot, orphan bool) error {
 	if !orphan {
-		if w := s.worker(); w != nil && w.p.running() {
-			w.p.stop(5 * time.Second)
+		if err := r.kubelet.gracefulDelete(ctx, s, deleteOpts{}); err != nil {
+			return err
 		}
-		// Let the kubelet report the termination first, as a real one would.
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			s.mu.Lock()
-			done := s.reported == "terminated" || s.pod == nil
-			s.mu.Unlock()
-			if done {
-				break
-			}
-			sleepCtx(ctx, 50*time.Millisecond)
-		}
-	}
-	if err := r.kubelet.deletePod(ctx, s); err != nil {
-		return err
 	}
 	return r.startPod(ctx, s)
 }

@@ -22,6 +22,9 @@ const (
 	probePeriod      = 200 * time.Millisecond
 	probeTimeout     = 300 * time.Millisecond
 	failureThreshold = 3
+	// defaultRestartDelay is how long a crashed container stays terminated before the
+	// kubelet starts it again (the first restart has no back-off; starting takes a moment).
+	defaultRestartDelay = 300 * time.Millisecond
 )
 
 // workerProc is one chaosworker process playing one pod (one UID).
@@ -33,29 +36,49 @@ type workerProc struct {
 	history string // its history file
 }
 
-// slot is one candidate pod name with the process that plays its container, as a kubelet
-// sees it. Its API server proxy is the path of every worker that plays it.
+// slot is one candidate pod name with the process that plays its worker container, as a
+// kubelet sees it. Its API server proxy is the path of every worker that plays it.
 type slot struct {
 	name string
+	node string // the Node object its pods run on
 	api  *apiproxy.Proxy
 	kcfg string // kubeconfig through api
 
 	mu       sync.Mutex
 	pod      *corev1.Pod // nil while deleted
 	w        *workerProc
-	reported string // "ready", "notready", "terminated": what status says
+	reported string // "ready", "notready", "crashed", "terminated": what status says
 	fails    int
-	flapTill time.Time
-	flapStep time.Duration
-	flapFrom time.Time
+	restarts int32
+	started  metav1.Time
+	last     *corev1.ContainerStateTerminated
+	// deleting: a deletion or PodGC owns the pod; the probe loop leaves it alone.
+	deleting bool
+	// silent: the node is partitioned; its kubelet writes nothing.
+	silent bool
+	// unready: the readiness probe is made to fail.
+	unready      bool
+	restartDelay time.Duration
+	flapTill     time.Time
+	flapStep     time.Duration
+	flapFrom     time.Time
+}
+
+// state returns what the kubelet knows of the worker's container; s.mu is held.
+func (s *slot) state(ready bool) workerState {
+	return workerState{ready: ready, restarts: s.restarts, started: s.started, last: s.last}
 }
 
 // kubelet sets the status of the run's pods from their workers' real state.
 type kubelet struct {
 	cs    *kubernetes.Clientset
 	ns    string
+	shape podShape
 	slots []*slot
 	http  *http.Client
+	// restart starts a new worker process for the slot's pod (same UID), as the kubelet
+	// restarts a container.
+	restart func(ctx context.Context, s *slot, pod *corev1.Pod) (*workerProc, error)
 }
 
 // run probes every slot until ctx ends.
@@ -77,9 +100,13 @@ func (k *kubelet) loop(ctx context.Context, s *slot) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		pod, w := s.pod, s.w
+		pod, w, skip := s.pod, s.w, s.deleting || s.silent
 		s.mu.Unlock()
-		if pod == nil {
+		if pod == nil || skip {
+			continue
+		}
+		if (w == nil || !w.p.running()) && k.shape.restarts() {
+			k.crash(ctx, s, pod, w)
 			continue
 		}
 		want := k.judge(ctx, s, w)
@@ -99,6 +126,48 @@ func (k *kubelet) loop(ctx context.Context, s *slot) {
 	}
 }
 
+// crash is the kubelet's answer to a worker container that exited when it restarts it:
+// report it terminated with the phase still Running, restart it under the same UID, and
+// let the next probe report it running with restartCount+1.
+func (k *kubelet) crash(ctx context.Context, s *slot, pod *corev1.Pod, w *workerProc) {
+	code := int32(137)
+	if w != nil {
+		code = int32(w.p.exitCode())
+	}
+	now := metav1.Now()
+	s.mu.Lock()
+	st, delay := s.state(false), s.restartDelay
+	s.mu.Unlock()
+	if delay == 0 {
+		delay = defaultRestartDelay
+	}
+	if err := k.setStatus(ctx, pod, func(p *corev1.Pod) { p.Status = crashedStatus(p.Status, k.shape, st, code, now) }); err != nil {
+		return // the next tick tries again
+	}
+	s.mu.Lock()
+	s.reported = "crashed"
+	s.mu.Unlock()
+	sleepCtx(ctx, delay)
+	s.mu.Lock()
+	gone := s.deleting || s.pod != pod || ctx.Err() != nil
+	s.mu.Unlock()
+	if gone {
+		return
+	}
+	nw, err := k.restart(ctx, s, pod)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleting || s.pod != pod {
+		go nw.p.stop(5 * time.Second) // deleted meanwhile: the kubelet kills what it started
+		return
+	}
+	s.w, s.restarts, s.started, s.last = nw, s.restarts+1, metav1.Now(), terminated(code, now)
+	s.reported, s.fails, s.restartDelay = "", 0, 0
+}
+
 // judge decides what the pod's status should say now.
 func (k *kubelet) judge(ctx context.Context, s *slot, w *workerProc) string {
 	if w == nil || !w.p.running() {
@@ -107,7 +176,7 @@ func (k *kubelet) judge(ctx context.Context, s *slot, w *workerProc) string {
 	ok := k.probe(ctx, w.probe)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ok {
+	if ok && !s.unready {
 		s.fails = 0
 	} else {
 		s.fails++
@@ -139,74 +208,24 @@ func (k *kubelet) probe(ctx context.Context, addr string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// report writes the pod status for want.
+// report writes the pod status for want: running (Ready or not), or, for a worker that
+// exited in a pod that does not restart it, the one terminal update.
 func (k *kubelet) report(ctx context.Context, s *slot, pod *corev1.Pod, want string, w *workerProc) error {
+	now := metav1.Now()
+	s.mu.Lock()
+	st := s.state(want == "ready")
+	s.mu.Unlock()
 	return k.setStatus(ctx, pod, func(p *corev1.Pod) {
-		now := metav1.Now()
-		switch want {
-		case "terminated":
+		if want == "terminated" {
 			code := int32(137)
 			if w != nil && !w.p.running() {
 				code = int32(w.p.exitCode())
 			}
-			p.Status.Phase = corev1.PodFailed
-			if code == 0 {
-				p.Status.Phase = corev1.PodSucceeded
-			}
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}}
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", Image: "chaosworker:dev",
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: now}}}}
-		default:
-			ready := corev1.ConditionTrue
-			if want != "ready" {
-				ready = corev1.ConditionFalse
-			}
-			p.Status.Phase = corev1.PodRunning
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: now}}
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", Ready: ready == corev1.ConditionTrue, Image: "chaosworker:dev",
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+			p.Status = terminalStatus(p.Status, k.shape, st, code, now)
+			return
 		}
+		p.Status = runningStatus(p.Status, k.shape, st, now)
 	})
-}
-
-// createPod creates the slot's pod (a new UID) and reports it Running but not yet Ready.
-func (k *kubelet) createPod(ctx context.Context, s *slot, labels map[string]string) (*corev1.Pod, error) {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: k.ns, Labels: labels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "chaosworker:dev"}}},
-	}
-	for {
-		created, err := k.cs.CoreV1().Pods(k.ns).Create(ctx, p, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) { // the old object is still going
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("create pod %s: %w", s.name, err)
-		}
-		return created, nil
-	}
-}
-
-// deletePod force-deletes the slot's pod object (grace 0), as `kubectl delete --force` does.
-func (k *kubelet) deletePod(ctx context.Context, s *slot) error {
-	s.mu.Lock()
-	pod := s.pod
-	s.pod, s.reported, s.fails = nil, "", 0
-	s.mu.Unlock()
-	if pod == nil {
-		return nil
-	}
-	zero := int64(0)
-	err := k.cs.CoreV1().Pods(k.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete pod %s: %w", pod.Name, err)
-	}
-	return nil
 }
 
 func (k *kubelet) setStatus(ctx context.Context, p *corev1.Pod, mutate func(*corev1.Pod)) error {

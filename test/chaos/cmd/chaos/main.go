@@ -2,7 +2,8 @@
 // (envtest's kube-apiserver), a 3-member etcd cluster (./bin/etcd) behind TCP proxies, and
 // for every seeded run two manager processes (built with -tags chaos), three worker
 // processes (test/chaos/cmd/chaosworker) with their pods and API server proxies, a stand-in
-// kubelet and a fenced ledger process; it injects the run's faults, heals them, and checks
+// kubelet that writes the sequences a real kubelet was recorded writing (podstatus.go), and a
+// fenced ledger process; it injects the run's faults, heals them, and checks
 // the histories (package chaos). Runs share the control plane and the etcd cluster; each has
 // its own namespace, lock, etcd prefix and ledger.
 //
@@ -50,6 +51,7 @@ type options struct {
 	extra    int
 	kinds    string
 	keep     bool
+	manager  string
 }
 
 type binaries struct{ manager, worker, ledger string }
@@ -82,6 +84,7 @@ func main() {
 	flag.IntVar(&o.extra, "extra", 2, "at most this many random faults after each run's first")
 	flag.StringVar(&o.kinds, "kinds", "", "comma-separated fault kinds to draw from (default: all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory (process logs of every run)")
+	flag.StringVar(&o.manager, "manager", "", "a lockwarden binary built with -tags chaos to run instead of building ./cmd/lockwarden (e.g. from another commit)")
 	flag.Parse()
 	if o.ci {
 		o.runs, o.extra, o.duration = 30, 1, 0
@@ -201,11 +204,18 @@ func (h *harness) start(ctx context.Context) error {
 	}
 	bin := filepath.Join(h.dir, "bin")
 	h.bins = binaries{manager: filepath.Join(bin, "lockwarden-chaos"), worker: filepath.Join(bin, "chaosworker"), ledger: filepath.Join(bin, "fenced-worker")}
-	for _, b := range []struct{ out, pkg, tags string }{
+	builds := []struct{ out, pkg, tags string }{
 		{h.bins.manager, "./cmd/lockwarden", "chaos"},
 		{h.bins.worker, "./test/chaos/cmd/chaosworker", ""},
 		{h.bins.ledger, "./examples/fenced-worker", ""},
-	} {
+	}
+	if h.opts.manager != "" {
+		if _, err := os.Stat(h.opts.manager); err != nil {
+			return fmt.Errorf("-manager: %w", err)
+		}
+		h.bins.manager, builds = h.opts.manager, builds[1:]
+	}
+	for _, b := range builds {
 		cmd := exec.CommandContext(ctx, "go", "build", "-tags", b.tags, "-o", b.out, b.pkg)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = h.root, os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {

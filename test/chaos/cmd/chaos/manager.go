@@ -10,7 +10,8 @@ import (
 
 // manager supervises one lockwarden replica: it restarts the process whenever it exits (a
 // replica that loses the election exits 1 and comes back as a standby), until stopped. Its
-// etcd traffic goes through its own proxies, one per member.
+// etcd traffic goes through its own proxies, one per member, and its API server traffic
+// through its own gate.
 type manager struct {
 	id      string
 	dir     string
@@ -18,6 +19,7 @@ type manager struct {
 	env     []string
 	args    []string
 	proxies []*tcpProxy
+	gate    *gate
 
 	mu     sync.Mutex
 	cur    *proc
@@ -79,5 +81,8 @@ func (m *manager) stop() {
 	}
 	for _, p := range m.proxies {
 		p.close()
+	}
+	if m.gate != nil {
+		m.gate.close()
 	}
 }

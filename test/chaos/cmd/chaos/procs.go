@@ -21,6 +21,8 @@ type proc struct {
 	err    error
 	// exitedAt is when Wait returned (CLOCK_MONOTONIC ns); read it only after exited.
 	exitedAt int64
+	// startedAt is when Start returned (CLOCK_MONOTONIC ns).
+	startedAt int64
 }
 
 func startProc(dir, name, bin string, env []string, args ...string) (*proc, error) {
@@ -38,7 +40,7 @@ func startProc(dir, name, bin string, env []string, args ...string) (*proc, erro
 		_ = log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: log, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, log: log, exited: make(chan struct{}), startedAt: chaos.Mono()}
 	go func() {
 		p.err = cmd.Wait()
 		p.exitedAt = chaos.Mono()

@@ -34,6 +34,28 @@ func (r *run) histories() []chaos.WorkerHistory {
 	return out
 }
 
+// lives lists every worker process with when it started and exited.
+func (r *run) lives() []chaos.Life {
+	r.mu.Lock()
+	workers := append([]*workerProc(nil), r.workers...)
+	r.mu.Unlock()
+	var out []chaos.Life
+	for _, w := range workers {
+		l := chaos.Life{UID: w.uid, Start: w.p.startedAt}
+		if !w.p.running() {
+			l.Exit = w.p.exitedAt
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// handoffRule is the wait the controller owes a holder that may still run:
+// max(lockDelay, lease), observed by the harness's watch up to 500 ms late.
+func (h *harness) handoffRule() chaos.HandoffRule {
+	return chaos.HandoffRule{Wait: max(h.timing.LockDelay, h.timing.Lease), Slack: 500 * time.Millisecond}
+}
+
 // check runs every checker on the run's histories; a failing run is saved.
 func (r *run) check(outcomes []chaos.Outcome) *result {
 	res := &result{sched: r.sched, faults: r.faults, liveness: r.liveness}
@@ -65,10 +87,15 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 	overlaps, ovs := chaos.Overlaps(ivs)
 	res.overlaps = overlaps
 	vs = append(vs, ovs...)
+	vs = append(vs, chaos.CheckOverlaps(overlaps, 0)...)
+	vs = append(vs, chaos.CheckHandoffs(obs, r.lives(), r.h.handoffRule())...)
 	res.violations = vs
 	r.mu.Lock()
 	_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(strings.Join(r.notes, "\n")+"\n"), 0o644)
 	r.mu.Unlock()
+	if b, err := json.MarshalIndent(obs, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(r.dir, "status.json"), b, 0o644)
+	}
 	if len(vs) > 0 || lin == porcupine.Unknown {
 		res.saved = r.save(hs, ivs, ops, obs, outcomes, overlaps, vs, info)
 	}
@@ -96,6 +123,7 @@ func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.L
 	write("status.json", obs)
 	write("overlaps.json", overlaps)
 	write("violations.json", vs)
+	write("lives.json", r.lives())
 	_ = chaos.Visualize(info, filepath.Join(dir, "porcupine.html"))
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d run %d schedule %s\n%s\n\nreplay: %s\n\n", r.sched.Seed, r.sched.Run, r.sched.Hash(), r.sched, r.h.replay(r.sched))

@@ -157,9 +157,16 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 		fps = append(fps, "lose-release-reply=1")
 	}
 	for i := range nManagers {
-		m := &manager{id: fmt.Sprintf("manager-%d", i), dir: r.dir, bin: h.bins.manager,
-			env: []string{"KUBECONFIG=" + h.kubeconfig, "LOCKWARDEN_FAILPOINTS=" + strings.Join(fps, ",")}}
-		r.managers = append(r.managers, m) // stopped by teardown, proxies included
+		m := &manager{id: fmt.Sprintf("manager-%d", i), dir: r.dir, bin: h.bins.manager}
+		r.managers = append(r.managers, m) // stopped by teardown, proxies and gate included
+		if m.gate, err = startGate(h.cp.Config); err != nil {
+			return err
+		}
+		kcfg := filepath.Join(r.dir, m.id+".kubeconfig")
+		if err := m.gate.writeKubeconfig(kcfg); err != nil {
+			return err
+		}
+		m.env = []string{"KUBECONFIG=" + kcfg, "LOCKWARDEN_FAILPOINTS=" + strings.Join(fps, ",")}
 		var eps []string
 		for _, mem := range h.etcd.members {
 			p, err := newTCPProxy(mem.clientAddr())
@@ -169,21 +176,24 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 			m.proxies = append(m.proxies, p)
 			eps = append(eps, "http://"+p.addr)
 		}
-		m.args = []string{"--kubeconfig", h.kubeconfig, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", r.prefix,
+		m.args = []string{"--kubeconfig", kcfg, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", r.prefix,
 			"--election-ttl", h.timing.ElectionTTL.String(), "--etcd-lease-ttl", (2 * h.timing.ElectionTTL).String(),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", m.id}
 		m.start()
 	}
 
-	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}}
+	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}, shape: shapeFor(r.sched), restart: r.startWorker}
 	for i := range nWorkers {
-		s := &slot{name: fmt.Sprintf("w-%d", i)}
+		s := &slot{name: fmt.Sprintf("w-%d", i), node: fmt.Sprintf("%s-node-%d", r.ns, i)}
 		if s.api, err = apiproxy.Start(h.cp.Config, apiproxy.Options{}); err != nil {
 			return err
 		}
 		r.slots = append(r.slots, s)
 		s.kcfg = filepath.Join(r.dir, s.name+".kubeconfig")
 		if err := writeKubeconfig(s.kcfg, s.api); err != nil {
+			return err
+		}
+		if err := r.kubelet.createNode(ctx, s); err != nil {
 			return err
 		}
 		if err := r.startPod(ctx, s); err != nil {
@@ -198,15 +208,41 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
+// shapeFor is how a run's pods are built: restartPolicy Never, so that a worker that exits
+// ends its pod (phase Failed or Succeeded, as the kubelet writes for such a pod), unless the
+// schedule crashes a holder to see it restarted (restartPolicy Always, a StatefulSet's), or
+// deletes a holder whose worker is a native sidecar.
+func shapeFor(s chaos.Schedule) podShape {
+	c := s.Counts()
+	shape := podShape{policy: corev1.RestartPolicyNever, sidecar: c[chaos.SidecarDelete] > 0}
+	if c[chaos.CrashRestart] > 0 {
+		shape.policy = corev1.RestartPolicyAlways
+	}
+	return shape
+}
+
 // startPod creates the slot's pod (new UID) and a worker process to play it.
 func (r *run) startPod(ctx context.Context, s *slot) error {
 	pod, err := r.kubelet.createPod(ctx, s, map[string]string{"app": podLabel})
 	if err != nil {
 		return err
 	}
-	ports, err := testenv.FreePorts(1)
+	w, err := r.startWorker(ctx, s, pod)
 	if err != nil {
 		return err
+	}
+	s.mu.Lock()
+	s.pod, s.w, s.reported, s.fails, s.started = pod, w, "", 0, metav1.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// startWorker starts a worker process playing pod: a new pod's, or a restart under the
+// same UID.
+func (r *run) startWorker(_ context.Context, s *slot, pod *corev1.Pod) (*workerProc, error) {
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	r.nextHist++
@@ -219,15 +255,12 @@ func (r *run) startPod(ctx context.Context, s *slot) error {
 		"LOCK_NAMESPACE=" + r.ns, "LOCK_NAME=" + lockName, "LEDGER_URL=" + r.ledgerURL,
 	}, "--probe-address", w.probe, "--history", w.history)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.mu.Lock()
 	r.workers = append(r.workers, w)
 	r.mu.Unlock()
-	s.mu.Lock()
-	s.pod, s.w, s.reported, s.fails = pod, w, "", 0
-	s.mu.Unlock()
-	return nil
+	return w, nil
 }
 
 // watchStatus records every version of the lock's status it sees, in resourceVersion order.
@@ -381,6 +414,11 @@ func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.
 	}
 	if err := r.h.k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.ns), client.GracePeriodSeconds(0)); err != nil {
 		errs = append(errs, err)
+	}
+	if r.kubelet != nil {
+		if err := r.kubelet.deleteNodes(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return outs, errors.Join(errs...)
 }
