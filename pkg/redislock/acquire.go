@@ -1,0 +1,189 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// TryAcquire takes the lock named key for holder if it is free and no waiter
+// is queued for it (it does not barge past Acquire callers), in one script:
+// SET NX PX of the lock key and INCR of its token counter. A held lock is
+// reported as a *HeldError (ErrLocked); a free lock with waiters as
+// ErrLocked. If the reply is lost, a key it may have set is deleted again by
+// value (retried in the background while Redis does not answer, until the
+// key must have expired by itself). Bad input is an ErrInvalid and writes nothing.
+func (c *Client) TryAcquire(ctx context.Context, key, holder string) (*Lock, error) {
+	if err := c.prepare(key, holder); err != nil {
+		return nil, fmt.Errorf("try acquire %s: %w", key, err)
+	}
+	nonce := newNonce()
+	l, o, err := c.grab(ctx, key, holder, nonce, "")
+	if err != nil {
+		if ambiguous(err) {
+			c.dropOrphan(ctx, key, nonce)
+		}
+		return nil, fmt.Errorf("try acquire %s: %w", key, err)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("try acquire %s: %w", key, o.err())
+	}
+	return l, nil
+}
+
+// prepare validates the arguments of an acquire.
+func (c *Client) prepare(key, holder string) error {
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	if err := validateHolder(holder); err != nil {
+		return err
+	}
+	if c.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// grab runs the acquire script once (as waiter if waiterID is set) and, when
+// it grants, returns the started Lock. With WaitReplicas the script and a
+// WAIT go in one pipeline, so WAIT runs on the connection that wrote.
+func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) (*Lock, obstacle, error) {
+	k := newKeys(c.cfg.Prefix, key)
+	ks := []string{k.lock, k.token, k.queue}
+	args := []any{nonce, holder, c.ttlMillis(), waiterID, k.waiter}
+	sent := now()
+	var (
+		res   []any
+		err   error
+		acked int64
+	)
+	if c.cfg.WaitReplicas > 0 {
+		pipe := c.rdb.Pipeline()
+		cmd := acquireScript.Eval(ctx, pipe, ks, args...)
+		wait := pipe.Do(ctx, "WAIT", c.cfg.WaitReplicas, c.cfg.WaitTimeout.Milliseconds())
+		if _, err = pipe.Exec(ctx); err == nil {
+			res, err = cmd.Slice()
+			acked, _ = wait.Int64()
+		}
+	} else {
+		res, err = acquireScript.Run(ctx, c.rdb, ks, args...).Slice()
+	}
+	if err != nil {
+		return nil, obstacle{}, err
+	}
+	o, err := parseReply(res)
+	if err != nil || o.state != stateGranted {
+		return nil, o, err
+	}
+	v, err := parseValue(o.text)
+	if err != nil {
+		return nil, o, err
+	}
+	l := c.newLock(ctx, key, v, sent, o.left)
+	if c.cfg.WaitReplicas > 0 && acked < int64(c.cfg.WaitReplicas) {
+		c.dropOrphan(ctx, key, nonce)
+		return nil, o, fmt.Errorf("%w: %d of %d replicas confirmed within %v",
+			ErrNotReplicated, acked, c.cfg.WaitReplicas, c.cfg.WaitTimeout)
+	}
+	if !c.track(l) {
+		c.dropOrphan(ctx, key, nonce)
+		return nil, o, ErrClosed
+	}
+	go l.watchdog(sent)
+	return l, o, nil
+}
+
+// dropOrphan deletes, by value, a key an unanswered acquire may have set.
+// It runs even when ctx has ended (that is when it is needed), each attempt
+// bounded by CallTimeout. If the attempt's answer is lost too, a goroutine of
+// the Client retries every TTL/20 until Redis answers, the key must have
+// expired by itself (TTL + margin), or the Client is closed.
+func (c *Client) dropOrphan(ctx context.Context, key, nonce string) {
+	if !ambiguous(c.releaseByNonce(ctx, key, nonce)) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return // the key expires after its TTL
+	}
+	c.wg.Add(1)
+	go c.retryDrop(context.WithoutCancel(ctx), key, nonce, now().add(c.cfg.TTL+c.cfg.Margin))
+}
+
+func (c *Client) retryDrop(ctx context.Context, key, nonce string, giveUp instant) {
+	defer c.wg.Done()
+	t := time.NewTimer(c.retryDelay())
+	defer t.Stop()
+	for now() < giveUp {
+		select {
+		case <-c.closing:
+			return
+		case <-t.C:
+		}
+		if !ambiguous(c.releaseByNonce(ctx, key, nonce)) {
+			return
+		}
+		t.Reset(c.retryDelay())
+	}
+}
+
+// releaseByNonce runs the release script once for the grant with nonce.
+func (c *Client) releaseByNonce(ctx context.Context, key, nonce string) error {
+	k := newKeys(c.cfg.Prefix, key)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
+	defer cancel()
+	return releaseScript.Run(cctx, c.rdb, []string{k.lock, k.queue}, nonce, k.waiter, k.channel).Err()
+}
+
+// Reply states of the acquire script.
+const (
+	stateHeld    = 0 // held by another grant
+	stateGranted = 1 // granted now, or earlier to the same nonce
+	stateQueued  = 2 // free, but a live waiter is ahead
+)
+
+// obstacle is the acquire script's answer.
+type obstacle struct {
+	state int64
+	text  string        // the lock value (held, granted) or the head waiter's ID (queued)
+	left  time.Duration // PTTL of the lock key or of the head waiter's liveness key
+}
+
+// parseReply decodes the acquire script's reply {state, text, pttl}.
+func parseReply(res []any) (obstacle, error) {
+	if len(res) != 3 {
+		return obstacle{}, fmt.Errorf("parse acquire reply %v: want 3 elements", res)
+	}
+	state, ok1 := res[0].(int64)
+	text, ok2 := res[1].(string)
+	pttl, ok3 := res[2].(int64)
+	if !ok1 || !ok2 || !ok3 || state < stateHeld || state > stateQueued {
+		return obstacle{}, fmt.Errorf("parse acquire reply %v: want {0..2, string, integer}", res)
+	}
+	return obstacle{state: state, text: text, left: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+}
+
+// err explains an acquire that did not grant.
+func (o obstacle) err() error {
+	if o.state == stateQueued {
+		return fmt.Errorf("%w: free, but waiter %s is queued ahead", ErrLocked, o.text)
+	}
+	v, err := parseValue(o.text)
+	if err != nil {
+		return &HeldError{Holder: o.text, Left: o.left} // not written by this package
+	}
+	return &HeldError{Holder: v.holder, Token: v.token, Left: o.left}
+}
+
+// wait returns how long a waiter that met o sleeps before it looks again,
+// unless woken: until the key or the head waiter's liveness expires, but at
+// most every interval, so that its own liveness key stays fresh and a lost
+// wake message delays it by no more than that.
+func (o obstacle) wait(interval time.Duration) time.Duration {
+	if o.left <= 0 {
+		return interval
+	}
+	return min(interval, o.left+time.Millisecond)
+}

@@ -1,0 +1,126 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client takes locks on one Redis deployment (a server, a Sentinel-managed
+// primary, or a Cluster: anything behind a redis.UniversalClient). All locks
+// of a Client share its Config. It is safe for concurrent use.
+type Client struct {
+	rdb redis.UniversalClient
+	cfg Config
+	id  string // names this client's waiters and its wake channel
+	seq atomic.Uint64
+
+	subMu   sync.Mutex    // serialises the first subscription
+	closing chan struct{} // closed by Close: waiters return ErrClosed
+
+	mu      sync.Mutex
+	closed  bool
+	locks   map[*Lock]struct{}
+	waiters map[string]chan struct{} // waiter ID -> wake signal (buffered 1)
+	ps      *redis.PubSub            // subscribed on first wait; nil before
+	wg      sync.WaitGroup           // watchdogs and the wake dispatcher
+}
+
+// New returns a Client on rdb with cfg (see Config for defaults). It writes
+// nothing and starts no goroutine; a nil rdb or an invalid cfg is an
+// ErrInvalid.
+func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("new client: %w: redis client is nil", ErrInvalid)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	return &Client{
+		rdb: rdb, cfg: cfg.withDefaults(), id: newNonce()[:16],
+		closing: make(chan struct{}),
+		locks:   make(map[*Lock]struct{}), waiters: make(map[string]chan struct{}),
+	}, nil
+}
+
+// Config returns the client's configuration with defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// Close releases every lock the client holds (best effort, within ctx; a
+// lock whose release fails expires by its TTL), stops the wake subscription
+// and waits for the client's goroutines. Acquires after Close fail with
+// ErrClosed. The redis client is the caller's and stays open.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.closing)
+	locks := make([]*Lock, 0, len(c.locks))
+	for l := range c.locks {
+		locks = append(locks, l)
+	}
+	ps := c.ps
+	c.mu.Unlock()
+	var errs []error
+	for _, l := range locks {
+		if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	if ps != nil {
+		_ = ps.Close()
+	}
+	c.wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close client: %w", err)
+	}
+	return nil
+}
+
+// track registers a held lock so that Close releases it; false if closed.
+func (c *Client) track(l *Lock) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.locks[l] = struct{}{}
+	c.wg.Add(1)
+	return true
+}
+
+func (c *Client) untrack(l *Lock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.locks, l)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// ttlMillis is the TTL as the scripts take it.
+func (c *Client) ttlMillis() string { return strconv.FormatInt(c.cfg.TTL.Milliseconds(), 10) }
+
+// ambiguous reports whether err leaves unknown whether a script ran: a
+// timeout, a cancellation, a broken connection or a pool timeout may have
+// lost the reply of a script that did run (or never sent it), and the
+// package cannot tell which. Only an error reply from the server
+// (redis.Error) says the script applied nothing; redis.Nil is an answer.
+func ambiguous(err error) bool {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return false
+	}
+	var re redis.Error
+	return !errors.As(err, &re)
+}

@@ -1,0 +1,93 @@
+// Package redislock is lockwarden's second lock engine: distributed locks in
+// Redis, each grant carrying an ordered fencing token, with validity measured
+// from this client's own send times and loss delivered as a signal. It is for
+// programs that have Redis and no etcd; it imports nothing from Kubernetes
+// (the controller stays on etcd, package lease).
+//
+//	locks, err := redislock.New(rdb, redislock.Config{TTL: 15 * time.Second})
+//	l, err := locks.Acquire(ctx, "payments", "worker-1") // blocks, FIFO
+//	defer l.Release(ctx)
+//	// act only while l.Valid(); pass l.Token() to every resource you write;
+//	// stop when l.Done() closes.
+//
+// # Guarantees
+//
+// Atomic grant and token. Acquire is one Lua script: SET key value NX PX ttl
+// and, in the same script, INCR of the lock's counter, which never expires:
+// the fencing token. Renew (compare the value, then PEXPIRE) and Release
+// (compare, then DEL) are one script each. The value carries a random
+// 128-bit nonce per acquire call, so a renewal or release of an ex-holder,
+// however late it arrives, never extends, creates or deletes another grant's
+// key, not even one with a repeated token. A retried release after a lost
+// reply is harmless, and a lost acquire reply is retried (Acquire) or undone
+// (TryAcquire) by nonce.
+//
+// Validity. A Lock is valid until S + TTL - margin, S being the send time of
+// its last confirmed acquire or renewal on this machine's monotonic clock
+// (CLOCK_BOOTTIME on Linux, which counts suspend). The server runs the script
+// after S, so it cannot expire the key before S + TTL by its own clock; the
+// margin (Config.Margin, default min(max(2s, TTL/50), TTL/4)) absorbs the
+// difference in rate between the two clocks. Valid and ValidUntil read the
+// clock at the call, so they are right even when a timer fires late.
+//
+// Loss. The Client's watchdog renews every RenewInterval (default TTL/3),
+// each call with a deadline. When a renewal finds the key not ours, when no
+// renewal was confirmed by the deadline, or on Release or Close, the lock's
+// Done closes, its Context is cancelled with the cause and Valid turns
+// false: once, and never back. The deadline is kept by the watchdog even
+// while a call hangs (go-redis ignores context deadlines on the socket unless
+// ContextTimeoutEnabled is set).
+//
+// Queue. Acquire waits in FIFO order; a release publishes the next live
+// waiter's ID, so only that waiter wakes (no retry storm); TryAcquire does
+// not barge past waiters; a waiter that stops refreshing its place for TTL
+// is dropped. Guarded writes inside Redis: Lock.Eval runs a caller's Lua
+// only while the key holds this grant (compared in the same script);
+// Lock.Watch does the same with WATCH/MULTI/EXEC.
+//
+// # Non-guarantees: what Redis does not give you
+//
+// Mutual exclusion in time is only made likely; the token makes overlap
+// harmless, and only at a resource that checks it (package fence: Monotonic,
+// the SQL form). A paused holder can write after its validity ended; only
+// the token stops that write.
+//
+//   - Persistence. Tokens survive only what Redis persistence survives. A
+//     restart without persistence (or from an RDB snapshot older than the
+//     last grants) forgets the counter: tokens start again from 1 (or the
+//     snapshot's value) and repeat. A fenced resource then refuses the new
+//     holders (safe, not live) until the counter passes its fence; raise it
+//     by hand ("SET <prefix>:{k}:token N" with N above the resource's fence).
+//     Run Redis with "appendonly yes" and "appendfsync always" for the token
+//     counter; "everysec" can lose the last second of grants on a crash of
+//     the machine (not of the process).
+//   - Failover. Redis replication is asynchronous: a replica promoted before
+//     it received a grant (Sentinel, Cluster) has neither the key nor the
+//     counter's last increments, so a second holder can get the lock while
+//     the first is valid, with a token that repeats. Config.WaitReplicas makes
+//     every acquire WAIT until that many replicas have it, or release it and
+//     fail with ErrNotReplicated: a promoted replica among those then has the
+//     grant. It costs one more round trip to the replicas per acquire (and,
+//     when a replica is down, WaitTimeout per acquire), it does not cover
+//     renewals, and WAIT is not a consensus: a failover can still pick a
+//     replica that did not acknowledge. On Redis Cluster WAIT is sent in a
+//     pipeline without a key and may reach another node: use it with a
+//     single primary or Sentinel.
+//   - Server clock. Redis stores a key's expiry as an absolute Unix time and
+//     compares it with the server's wall clock. A server whose clock jumps
+//     forward, or runs fast by more than the margin over one TTL, can expire
+//     a key while its holder is still valid by its own clock.
+//   - Client pause. Valid reads the clock, but a process can pause between
+//     Valid returning true and its write. Check the token at the resource.
+//   - Unfenced resources. A resource that does not check tokens is not
+//     protected from an ex-holder.
+//
+// # When to pick package lease instead
+//
+// Choose etcd (package lease) when a repeated token is unacceptable: etcd's
+// revisions are replicated by consensus before a grant is confirmed, survive
+// every restart and leader change of one cluster, and so only grow. Redis is
+// the right choice when a program already depends on Redis, can run it with
+// AOF, and guards every write with the token so that the rare repeat after a
+// failover or an unpersisted restart ends in a refusal, not a corruption.
+package redislock

@@ -1,0 +1,200 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lock is one grant of a lock key. Its fencing token comes from the lock's
+// INCR counter, incremented in the same script that set the key: every later
+// grant of this lock gets a larger token for as long as Redis keeps the
+// counter (see the package documentation on persistence).
+//
+// A Lock is valid until S + TTL - margin, where S is the send time of its
+// last confirmed acquire or renewal, read from this machine's monotonic
+// clock. The Client's watchdog renews it every RenewInterval. Loss (no
+// renewal confirmed in time, the key found not ours, Release, Close) closes
+// Done, cancels Context and turns Valid false, once; nothing brings a lost
+// Lock back.
+type Lock struct {
+	c      *Client
+	key    string
+	k      keys
+	nonce  string
+	token  int64
+	holder string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	exited chan struct{} // closed when the watchdog returns
+
+	mu              sync.Mutex
+	validUntil      instant
+	err             error // why the lock ended; nil while valid
+	endedAt         instant
+	releaseMaybeRan bool // an earlier Release attempt may have deleted the key
+}
+
+// newLock returns the Lock for a grant confirmed by a script sent at sent
+// whose key had pttl left when the script ran (pttl is at most TTL): the
+// server expires the key no sooner than sent + pttl by its clock.
+func (c *Client) newLock(ctx context.Context, key string, v value, sent instant, pttl time.Duration) *Lock {
+	l := &Lock{
+		c: c, key: key, k: newKeys(c.cfg.Prefix, key), nonce: v.nonce, token: v.token, holder: v.holder,
+		done: make(chan struct{}), exited: make(chan struct{}),
+		validUntil: sent.add(min(pttl, c.cfg.TTL) - c.cfg.Margin),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	return l
+}
+
+// Key returns the lock name.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the fencing token: pass it with every write to a resource
+// the lock protects, and have the resource reject tokens below the highest
+// it has seen (package fence: Monotonic, or the SQL form).
+func (l *Lock) Token() int64 { return l.token }
+
+// Holder returns the holder string the lock was acquired with.
+func (l *Lock) Holder() string { return l.holder }
+
+// Done returns a channel closed when the lock is lost or released. Loss by
+// deadline is noticed by a timer, which fires late after a suspend; Valid
+// reads the clock and is right even then.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// Context returns a context cancelled when the lock is lost or released;
+// context.Cause tells why. ctx.Err() is no substitute for Valid just before
+// acting: a process can pause between the check and the act.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Err returns why the lock ended (ErrReleased, ErrNotHeld, ErrExpired,
+// ErrClosed), or nil while it is valid.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Valid reports whether the lock is within its validity, reading the clock
+// itself. Once it returns false it never returns true again.
+func (l *Lock) Valid() bool { return l.validAt(now()) }
+
+// ValidUntil returns the end of the lock's validity projected onto the wall
+// clock (with a monotonic reading); after loss it is no later than the loss.
+func (l *Lock) ValidUntil() time.Time {
+	l.mu.Lock()
+	vu := l.validUntil
+	if l.err != nil {
+		vu = minInstant(vu, l.endedAt)
+	}
+	l.mu.Unlock()
+	return vu.wall()
+}
+
+// validAt reports whether the lock is valid at n, ending it if its validity
+// has passed.
+func (l *Lock) validAt(n instant) bool {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return false
+	}
+	if n < l.validUntil {
+		l.mu.Unlock()
+		return true
+	}
+	l.endLocked(fmt.Errorf("%w: no renewal confirmed within TTL - margin", ErrExpired), n)
+	l.mu.Unlock()
+	l.finish()
+	return false
+}
+
+// confirmed records a renewal sent at sent and confirmed by Redis. A lock
+// whose validity has passed stays ended.
+func (l *Lock) confirmed(sent instant) {
+	n := now()
+	if !l.validAt(n) {
+		return
+	}
+	l.mu.Lock()
+	if vu := sent.add(l.c.cfg.TTL - l.c.cfg.Margin); vu > l.validUntil {
+		l.validUntil = vu
+	}
+	l.mu.Unlock()
+}
+
+// lose ends the lock with cause, unless it has ended already.
+func (l *Lock) lose(cause error) {
+	l.mu.Lock()
+	ended := l.endLocked(cause, now())
+	l.mu.Unlock()
+	if ended {
+		l.finish()
+	}
+}
+
+// endLocked records the end; it reports whether this call ended the lock
+// (and so must call finish after unlocking).
+func (l *Lock) endLocked(cause error, n instant) bool {
+	if l.err != nil {
+		return false
+	}
+	l.err, l.endedAt = cause, n
+	return true
+}
+
+// finish cancels the context and closes Done, once per lock.
+func (l *Lock) finish() {
+	l.cancel(l.Err())
+	close(l.done)
+}
+
+// Release ends the lock locally (Done, Context, Valid) and deletes the key
+// with one script that compares the value first, so it never deletes another
+// grant, not even a later one of this Client. It retries a call whose reply
+// was lost (within ctx, and no longer than the key can live); a retry that
+// finds the key gone after such a call reports success, since the key is not
+// ours either way. It returns ErrNotHeld if the key was not this grant's when
+// the first answered call ran (it had expired, or was taken). After another
+// error Release may be called again.
+func (l *Lock) Release(ctx context.Context) error {
+	l.lose(ErrReleased)
+	defer func() { <-l.exited }()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	giveUp := now().add(l.c.cfg.TTL + l.c.cfg.Margin)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, l.c.cfg.CallTimeout)
+		n, err := releaseScript.Run(cctx, l.c.rdb, []string{l.k.lock, l.k.queue},
+			l.nonce, l.k.waiter, l.k.channel).Int64()
+		cancel()
+		l.mu.Lock()
+		maybe := l.releaseMaybeRan
+		if ambiguous(err) {
+			l.releaseMaybeRan = true
+		}
+		l.mu.Unlock()
+		switch {
+		case err == nil && (n == 1 || maybe):
+			return nil
+		case err == nil:
+			return fmt.Errorf("release %s: %w: token %d", l.key, ErrNotHeld, l.token)
+		case !ambiguous(err) || ctx.Err() != nil || now() > giveUp:
+			return fmt.Errorf("release %s: %w", l.key, err)
+		}
+		retry.Reset(l.c.retryDelay())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("release %s: %w", l.key, errors.Join(err, ctx.Err()))
+		case <-retry.C:
+		}
+	}
+}
+
+// retryDelay is the pause after a failed call before the next one.
+func (c *Client) retryDelay() time.Duration { return c.cfg.TTL / 20 }

@@ -1,0 +1,90 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// renewal is the outcome of one renewal call sent at sent.
+type renewal struct {
+	sent instant
+	ours bool
+	err  error
+}
+
+// watchdog renews the lock every RenewInterval with a script that extends
+// the key only if its value is this grant's. Each renewal's send time S is
+// known, and a confirmed one moves validity to S + TTL - margin. A failed
+// call is retried after TTL/20; the validity deadline, not a retry count,
+// ends the lock. A renewal that finds the key not ours ends it at once.
+//
+// The call runs in its own goroutine while the loop keeps the deadline: a
+// go-redis client without ContextTimeoutEnabled ignores the context's
+// deadline on the socket and can block for its ReadTimeout (3 s by default),
+// and loss must be signalled at the deadline however long the call takes.
+// The watchdog returns when the lock ends, however it ends.
+func (l *Lock) watchdog(last instant) {
+	defer l.c.wg.Done()
+	defer close(l.exited)
+	defer l.c.untrack(l)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	renewAt := last.add(l.c.cfg.RenewInterval)
+	var inflight chan renewal // nil while no call is out
+	for {
+		l.mu.Lock()
+		next := l.validUntil
+		l.mu.Unlock()
+		if inflight == nil {
+			next = minInstant(next, renewAt)
+		}
+		timer.Reset(max(0, next.sub(now())))
+		select {
+		case <-l.done:
+			return
+		case r := <-inflight:
+			inflight = nil
+			switch {
+			case r.err == nil && r.ours:
+				l.confirmed(r.sent)
+				renewAt = r.sent.add(l.c.cfg.RenewInterval)
+			case r.err == nil:
+				l.lose(fmt.Errorf("renew %s: %w: token %d", l.key, ErrNotHeld, l.token))
+				return
+			default:
+				// Timeout, broken connection, a replica answering READONLY
+				// during a failover: try again soon.
+				renewAt = now().add(l.c.retryDelay())
+			}
+		case <-timer.C:
+		}
+		if !l.Valid() {
+			return
+		}
+		if inflight == nil && now() >= renewAt {
+			inflight = make(chan renewal, 1)
+			l.c.wg.Add(1)
+			go func(out chan<- renewal, sent instant) {
+				defer l.c.wg.Done()
+				ours, err := l.renewOnce(sent)
+				out <- renewal{sent: sent, ours: ours, err: err}
+			}(inflight, now())
+		}
+	}
+}
+
+// renewOnce sends one renewal with a deadline of CallTimeout, never past the
+// lock's validity: an answer after that is too late to matter.
+func (l *Lock) renewOnce(sent instant) (bool, error) {
+	l.mu.Lock()
+	left := l.validUntil.sub(sent)
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(l.ctx, min(l.c.cfg.CallTimeout, left))
+	defer cancel()
+	n, err := renewScript.Run(ctx, l.c.rdb, []string{l.k.lock}, l.nonce, l.c.ttlMillis()).Int64()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}

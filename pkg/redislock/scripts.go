@@ -1,0 +1,115 @@
+package redislock
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts compare the nonce (the first 32 characters of the value) in
+// the same script as their effect: no get-then-act from the client. Waiter
+// liveness keys are named from ARGV but share the lock's hash slot.
+
+// luaWake drops dead waiters at the head of the queue (KEYS[2]) and, if
+// wake is true, publishes the live head's ID on its client's channel.
+// Waiter IDs are "<client ID>/<sequence>"; ARGV[wk] is the liveness key
+// prefix, ARGV[ch] the channel prefix.
+const luaHead = `
+local function head(q, wk)
+  local h = redis.call('LINDEX', q, 0)
+  while h and redis.call('EXISTS', wk .. h) == 0 do
+    redis.call('LPOP', q)
+    h = redis.call('LINDEX', q, 0)
+  end
+  return h
+end
+local function wake(q, wk, ch)
+  local h = head(q, wk)
+  if h then
+    redis.call('PUBLISH', ch .. string.match(h, '^([^/]+)/'), h)
+  end
+end
+local function enqueue(q, wk, id, ttl)
+  if redis.call('EXISTS', wk .. id) == 0 then
+    redis.call('LREM', q, 0, id)
+    redis.call('RPUSH', q, id)
+  end
+  redis.call('SET', wk .. id, '1', 'PX', ttl)
+end
+`
+
+// acquireScript: KEYS lock, token, queue; ARGV nonce, holder, ttl ms,
+// waiter ID ("" for TryAcquire: never queue), liveness prefix.
+// Returns {1, value, pttl} granted (also for a retry of this nonce's own
+// grant whose reply was lost), {0, value, pttl} held by another,
+// {2, head, pttl} free but a waiter is ahead.
+var acquireScript = redis.NewScript(luaHead + `
+local v = redis.call('GET', KEYS[1])
+if v then
+  if string.sub(v, 1, 32) == ARGV[1] then
+    return {1, v, redis.call('PTTL', KEYS[1])}
+  end
+  if ARGV[4] ~= '' then enqueue(KEYS[3], ARGV[5], ARGV[4], ARGV[3]) end
+  return {0, v, redis.call('PTTL', KEYS[1])}
+end
+local h = head(KEYS[3], ARGV[5])
+if h and h ~= ARGV[4] then
+  if ARGV[4] ~= '' then enqueue(KEYS[3], ARGV[5], ARGV[4], ARGV[3]) end
+  return {2, h, redis.call('PTTL', ARGV[5] .. h)}
+end
+if h then
+  redis.call('LPOP', KEYS[3])
+  redis.call('DEL', ARGV[5] .. h)
+end
+local t = redis.call('INCR', KEYS[2])
+local nv = ARGV[1] .. ' ' .. t .. ' ' .. ARGV[2]
+redis.call('SET', KEYS[1], nv, 'NX', 'PX', ARGV[3])
+return {1, nv, tonumber(ARGV[3])}
+`)
+
+// renewScript: KEYS lock; ARGV nonce, ttl ms. Extends the key only if its
+// value is this grant's; never creates a key. Returns 1 or 0.
+var renewScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 32) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// releaseScript: KEYS lock, queue; ARGV nonce, liveness prefix, channel
+// prefix. Deletes the key only if its value is this grant's and wakes the
+// next live waiter. Returns 1 or 0.
+var releaseScript = redis.NewScript(luaHead + `
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 32) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  wake(KEYS[2], ARGV[2], ARGV[3])
+  return 1
+end
+return 0
+`)
+
+// leaveScript: KEYS lock, queue; ARGV waiter ID, liveness prefix, channel
+// prefix. Removes a waiter that gives up and, if the lock is free, wakes the
+// next one (which may have been waiting behind it).
+var leaveScript = redis.NewScript(luaHead + `
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('DEL', ARGV[2] .. ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then wake(KEYS[2], ARGV[2], ARGV[3]) end
+return 1
+`)
+
+// guardPrologue runs before a caller's script in Lock.Eval: the last KEY is
+// the lock key and the last ARGV the nonce, both removed before the caller's
+// code runs, so the caller sees KEYS and ARGV as it passed them.
+const guardPrologue = `
+local __lk = table.remove(KEYS)
+local __n = table.remove(ARGV)
+local __v = redis.call('GET', __lk)
+if not __v or string.sub(__v, 1, 32) ~= __n then
+  return redis.error_reply('LOCKWARDEN_NOT_HELD lock not held by this grant')
+end
+return (function()
+`
+
+const guardEpilogue = `
+end)()
+`
