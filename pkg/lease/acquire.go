@@ -41,7 +41,7 @@ func (s *Session) tryAcquire(ctx context.Context, key, holder string, opts []Loc
 	defer s.unclaim(key)
 	v := value{Holder: holder, Record: cfg.record}
 	l, _, err = s.grab(ctx, key, v, cfg, nil)
-	if errors.Is(err, errAmbiguous) {
+	if errors.Is(err, ErrUnknownOutcome) {
 		s.dropOrphan(ctx, key, v)
 	}
 	return l, err
@@ -55,7 +55,7 @@ func (s *Session) prepare(key, holder string, opts []LockOption) (lockConfig, er
 	if err := validateHolder(holder); err != nil {
 		return lockConfig{}, err
 	}
-	return newLockConfig(opts)
+	return s.eng.lockConfig(opts)
 }
 
 // claim marks key as being acquired by this session. Two acquires (or an
@@ -84,9 +84,6 @@ func (s *Session) unclaim(key string) {
 	s.mu.Unlock()
 }
 
-// errAmbiguous marks a transaction whose outcome is unknown.
-var errAmbiguous = errors.New("outcome unknown")
-
 // obstacle is what kept an acquire transaction from applying, as read by its
 // Else branch at the transaction's revision.
 type obstacle struct {
@@ -103,12 +100,23 @@ func (o obstacle) blocked() bool {
 	return o.holder != nil || o.tomb != nil || o.waiters > 0 || o.pred != nil || o.lost
 }
 
-// grab runs one acquire transaction. With w == nil it is TryAcquire's (the
-// queue must be empty); with a waiter it is the head of the queue's (w's
-// entry must exist and no entry may be older), and it deletes w's entry in
-// the same transaction. The returned error wraps errAmbiguous when etcd's
-// answer was not received.
+// grab runs one acquire transaction and registers the lock it created. With
+// w == nil it is TryAcquire's (the queue must be empty); with a waiter it is
+// the head of the queue's (w's entry must exist and no entry may be older),
+// and it deletes w's entry in the same transaction. The returned error wraps
+// ErrUnknownOutcome when etcd's answer was not received.
 func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig, w *waiter) (*Lock, obstacle, error) {
+	rev, o, err := s.grabTxn(ctx, key, v, cfg, w)
+	if err != nil {
+		return nil, o, err
+	}
+	l, err := s.granted(ctx, key, v, rev, o.sent)
+	return l, obstacle{sent: o.sent}, err
+}
+
+// grabTxn sends grab's transaction and returns the revision that created the
+// key (the token), or what stood in the way. o.sent is always set.
+func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConfig, w *waiter) (int64, obstacle, error) {
 	e := s.eng
 	path, tomb, qdir := e.Path(key), e.tombPath(key), e.queueDir(key)
 	cmps := []clientv3.Cmp{
@@ -130,16 +138,14 @@ func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig,
 	}
 	cmps = append(cmps, cfg.guards...)
 
-	sent := now()
+	o := obstacle{sent: now()}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 	if err != nil {
-		return nil, obstacle{sent: sent}, fmt.Errorf("%w: %w", errAmbiguous, err)
+		return 0, o, writeErr(err)
 	}
 	if resp.Succeeded {
-		l, err := s.granted(ctx, key, v, resp.Header.Revision, sent)
-		return l, obstacle{}, err
+		return resp.Header.Revision, o, nil
 	}
-	o := obstacle{sent: sent}
 	o.readLock(resp.Responses)
 	if w == nil {
 		o.waiters = resp.Responses[2].GetResponseRange().Count
@@ -147,9 +153,9 @@ func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig,
 		w.readQueue(&o, resp.Responses[2:])
 	}
 	if o.blocked() {
-		return nil, o, o.err()
+		return 0, o, o.err()
 	}
-	return nil, o, ErrGuardFailed
+	return 0, o, ErrGuardFailed
 }
 
 // granted registers the lock that an acquire transaction sent at sent

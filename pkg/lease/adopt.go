@@ -27,7 +27,7 @@ func (s *Session) adopt(ctx context.Context, key string, token int64, opts []Loc
 	if token <= 0 {
 		return nil, invalidf("token %d is not positive", token)
 	}
-	cfg, err := newLockConfig(opts)
+	cfg, err := s.eng.lockConfig(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,15 @@
 // A Session is one etcd lease renewed by its own loop; a Lock is one key on
 // it. One session can hold many keys, for one holder or for many.
 //
+// A controller that holds many keys on behalf of others needs none of a
+// Lock's machinery per key: Session.Grant takes a key in TryAcquire's one
+// transaction and tracks nothing; Engine.Release and Engine.UpdateRecord
+// change a key only while it holds a given token; Engine.WatchLocks watches
+// every lock with one etcd watch; Engine.Inspect reads one linearizably. Its
+// cost is one keepalive (the session) and one watch, whatever the number of
+// keys. A write whose answer was lost returns an error wrapping
+// ErrUnknownOutcome, and the caller settles it by reading again.
+//
 // # Guarantees
 //
 // Token. A lock's fencing token is its key's CreateRevision: a revision of

@@ -38,7 +38,7 @@ func (e *Engine) forceRelease(ctx context.Context, key string, token int64, opts
 	if token <= 0 {
 		return invalidf("token %d is not positive", token)
 	}
-	cfg, err := newLockConfig(opts)
+	cfg, err := e.lockConfig(opts)
 	if err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ func (l *Lock) IsOwner() clientv3.Cmp {
 // retried Release never deletes a newer grant, even one of the same session.
 // After an error other than ErrNotHeld, Release may be called again.
 func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
-	cfg, err := newLockConfig(opts)
+	cfg, err := l.s.eng.lockConfig(opts)
 	if err != nil {
 		return fmt.Errorf("release %s: %w", l.key, err)
 	}
@@ -165,7 +165,7 @@ func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 // Update also counts as an ownership check. It fails with ErrNotHeld after
 // Release, or when the key is no longer this grant.
 func (l *Lock) Update(ctx context.Context, record json.RawMessage, opts ...LockOption) error {
-	cfg, err := newLockConfig(opts)
+	cfg, err := l.s.eng.lockConfig(opts)
 	if err == nil {
 		err = validateRecord(record)
 	}

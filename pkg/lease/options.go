@@ -67,13 +67,24 @@ func WithRecord(r json.RawMessage) LockOption {
 	return func(c *lockConfig) { c.record, c.hasRecord = r, true }
 }
 
-func newLockConfig(opts []LockOption) (lockConfig, error) {
+// engineCmps is the most compares the engine puts in one transaction of its
+// own (a queued waiter's grab: lock free, tombstone absent, own entry, oldest
+// entry); the caller's guards come on top.
+const engineCmps = 4
+
+// lockConfig applies opts and checks them: the record must be valid JSON,
+// and the guards must fit in one transaction with the engine's own compares,
+// so that etcd never refuses a transaction for its size.
+func (e *Engine) lockConfig(opts []LockOption) (lockConfig, error) {
 	var c lockConfig
 	for _, o := range opts {
 		o(&c)
 	}
 	if err := validateRecord(c.record); err != nil {
 		return c, err
+	}
+	if n := len(c.guards); n+engineCmps > e.maxTxnOps {
+		return c, invalidf("%d guard compares and the engine's %d exceed the %d operations per transaction", n, engineCmps, e.maxTxnOps)
 	}
 	return c, nil
 }

@@ -87,6 +87,9 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		}
 		if queued && (w == nil || w.rev == 0) {
 			if w, err = s.enqueue(ctx, key, holder); err != nil {
+				if !unknownOutcome(err) {
+					return nil, err // refused: nothing was written
+				}
 				s.backoff(ctx)
 				continue
 			}
@@ -98,7 +101,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		case w == nil && len(cfg.guards) == 0:
 			var known bool
 			l, w, o, known, err = s.join(ctx, key, v)
-			if err != nil && !errors.Is(err, errAmbiguous) && !known {
+			if err != nil && !errors.Is(err, ErrUnknownOutcome) && !known {
 				// Queued, but the predecessor is unknown: read it.
 				queued, look = true, true
 				continue
@@ -108,6 +111,9 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			}
 		case look:
 			if o, err = w.look(ctx, key); err != nil {
+				if !unknownOutcome(err) {
+					return nil, err
+				}
 				s.backoff(ctx)
 				continue
 			}
@@ -121,7 +127,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		switch {
 		case err == nil:
 			return l, nil
-		case errors.Is(err, errAmbiguous):
+		case errors.Is(err, ErrUnknownOutcome):
 			if ambiguous == nil {
 				ambiguous = &o.sent
 			}

@@ -102,7 +102,7 @@ func (w *waiter) look(ctx context.Context, key string) (obstacle, error) {
 // predecessor. A Put over an entry that an interrupted Acquire of this
 // session left keeps that entry's CreateRevision (its place); the
 // predecessor is then unknown, and known is false. The returned error wraps
-// errAmbiguous when etcd's answer was not received (the key or the entry may
+// ErrUnknownOutcome when etcd's answer was not received (the key or the entry may
 // exist).
 func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *waiter, o obstacle, known bool, err error) {
 	e := s.eng
@@ -125,7 +125,11 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 		clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id)),
 	).Else(els...).Commit()
 	if err != nil {
-		return nil, w, obstacle{sent: sent}, false, fmt.Errorf("%w: %w", errAmbiguous, err)
+		if !unknownOutcome(err) {
+			// etcd refused it: nothing was written, nothing to find out.
+			return nil, nil, obstacle{sent: sent}, true, err
+		}
+		return nil, w, obstacle{sent: sent}, false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 	}
 	if resp.Succeeded {
 		l, err := s.granted(ctx, key, v, resp.Header.Revision, sent)
