@@ -173,7 +173,7 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Hold = between(rng, t.Lease+t.LockDelay+time.Second, t.Lease+t.LockDelay+3*time.Second)
 	case LateStatusWrite:
 		f.Hold = between(rng, 500*time.Millisecond, time.Second)
-		f.Member = rng.IntN(2) // 0: the late write lands before the new replica's, 1: after
+		f.Member = rng.IntN(4) / 3 // 0 (3 in 4): the late write lands before the new replica's, 1: after
 	case LoseAcquireReply:
 		f.Hold = between(rng, 300*time.Millisecond, 1500*time.Millisecond)
 	case StalledWatch:
