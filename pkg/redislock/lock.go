@@ -29,7 +29,6 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
-	exited chan struct{} // closed when the watchdog returns
 
 	mu              sync.Mutex
 	validUntil      instant
@@ -44,7 +43,7 @@ type Lock struct {
 func (c *Client) newLock(ctx context.Context, key string, v value, sent instant, pttl time.Duration) *Lock {
 	l := &Lock{
 		c: c, key: key, k: newKeys(c.cfg.Prefix, key), nonce: v.nonce, token: v.token, holder: v.holder,
-		done: make(chan struct{}), exited: make(chan struct{}),
+		done:       make(chan struct{}),
 		validUntil: sent.add(min(pttl, c.cfg.TTL) - c.cfg.Margin),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -164,7 +163,7 @@ func (l *Lock) finish() {
 // error Release may be called again.
 func (l *Lock) Release(ctx context.Context) error {
 	l.lose(ErrReleased)
-	defer func() { <-l.exited }()
+	// The watchdog sees Done closed and returns on its own; Close joins it.
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	giveUp := now().add(l.c.cfg.TTL + l.c.cfg.Margin)

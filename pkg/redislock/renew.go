@@ -26,7 +26,6 @@ type renewal struct {
 // The watchdog returns when the lock ends, however it ends.
 func (l *Lock) watchdog(last instant) {
 	defer l.c.wg.Done()
-	defer close(l.exited)
 	defer l.c.untrack(l)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
