@@ -42,7 +42,28 @@ const (
 	LateStatusWrite  = "deposed-late-status-write" // a deposed replica's status write held by its API proxy, released late
 	LoseAcquireReply = "etcd-lose-acquire-reply"   // the active controller's etcd replies dropped while it grants
 	StalledWatch     = "etcd-stalled-watch"        // SIGSTOP an etcd follower (stalls the watches on it) and fail over the controller
+
+	// Engine kinds run a workload of pkg/lease users (no Kubernetes) instead of pods.
+	EngineForceRelease     = "engine-force-release-delayed-txn" // ForceRelease whose transaction applies late; the evicted holder pauses
+	EngineLoseAcquireReply = "engine-lose-acquire-reply"        // the waiters' etcd replies dropped while the holder releases
 )
+
+// EngineKinds lists the kinds that run the pkg/lease workload; a schedule that starts with
+// one draws its extra faults from these only.
+var EngineKinds = []string{EngineForceRelease, EngineLoseAcquireReply}
+
+// IsEngine reports whether kind runs the pkg/lease workload.
+func IsEngine(kind string) bool {
+	for _, k := range EngineKinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// Engine reports whether the schedule runs the pkg/lease workload.
+func (s Schedule) Engine() bool { return len(s.Faults) > 0 && IsEngine(s.Faults[0].Kind) }
 
 // Kinds lists every fault kind in a fixed order.
 var Kinds = []string{
@@ -52,6 +73,7 @@ var Kinds = []string{
 	ControllerKill, ControllerZombie, DropStatus, LoseRelease,
 	PodRecreate, ReadinessFlap, LeaseLower, EtcdRestore,
 	CrashRestart, SidecarDelete, NodePodGC, LateStatusWrite, LoseAcquireReply, StalledWatch,
+	EngineForceRelease, EngineLoseAcquireReply,
 }
 
 // Timing is what a schedule's durations derive from.
@@ -106,7 +128,8 @@ func (s Schedule) String() string {
 
 // NewSchedule derives run's schedule from seed: its first fault is kinds[(seed+run) mod n],
 // so that n consecutive runs cover every kind, followed by up to extra random faults of the
-// kinds in kinds (never the restore or the stalled watch, which are slow). The same arguments
+// kinds in kinds (never the restore or the stalled watch, which are slow; engine kinds after
+// an engine kind only, and only after one). The same arguments
 // give the same schedule.
 func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Schedule {
 	rng := rand.New(rand.NewPCG(seed, uint64(run)*0x9e3779b97f4a7c15+1))
@@ -116,7 +139,7 @@ func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Sche
 	s.Faults = append(s.Faults, newFault(rng, first, t))
 	var cheap []string
 	for _, k := range kinds {
-		if k != EtcdRestore && k != StalledWatch {
+		if k != EtcdRestore && k != StalledWatch && IsEngine(k) == IsEngine(first) {
 			cheap = append(cheap, k)
 		}
 	}
@@ -175,6 +198,11 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Hold = between(rng, 500*time.Millisecond, time.Second)
 		f.Member = rng.IntN(4) / 3 // 0 (3 in 4): the late write lands before the new replica's, 1: after
 	case LoseAcquireReply:
+		f.Hold = between(rng, 300*time.Millisecond, 1500*time.Millisecond)
+	case EngineForceRelease:
+		f.Jitter = between(rng, 2*time.Second, 2800*time.Millisecond) // the transaction's delay
+		f.Hold = t.Lease + 2*time.Second                              // the evicted holder's pause
+	case EngineLoseAcquireReply:
 		f.Hold = between(rng, 300*time.Millisecond, 1500*time.Millisecond)
 	case StalledWatch:
 		f.Hold = between(rng, 500*time.Millisecond, time.Second) // after the in-fault liveness check

@@ -65,6 +65,9 @@ func (r *run) checkLiveness(ctx context.Context, kind string, bound time.Duratio
 	}
 	if vs := chaos.CheckLiveness(healed, progressed, bound); len(vs) > 0 {
 		r.violate("liveness", "after %s: %s", kind, vs[0].Detail)
+		if r.sched.Engine() {
+			r.noteEngineLock(ctx)
+		}
 		return nil
 	}
 	r.mu.Lock()
@@ -216,6 +219,9 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 
 	case chaos.StalledWatch:
 		return r.stalledWatch(ctx, f)
+
+	case chaos.EngineForceRelease, chaos.EngineLoseAcquireReply:
+		return r.engineFault(ctx, f)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }

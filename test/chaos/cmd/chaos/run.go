@@ -48,6 +48,7 @@ type run struct {
 	managers  []*manager
 	kubelet   *kubelet
 	slots     []*slot
+	engines   []*engineSlot // an engine run's workers (no pods, no managers)
 
 	mu       sync.Mutex
 	workers  []*workerProc // every worker process started, in order
@@ -131,6 +132,9 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	}
 	if err := waitHTTP(ctx, r.ledgerURL+"/outcomes", 10*time.Second); err != nil {
 		return fmt.Errorf("ledger: %w", err)
+	}
+	if r.sched.Engine() {
+		return r.setupEngine(ctx)
 	}
 	if err := h.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace: %w", err)
@@ -398,8 +402,16 @@ func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.
 	for _, s := range r.slots {
 		_ = s.api.Close()
 	}
+	for _, s := range r.engines {
+		for _, p := range s.proxies {
+			p.close()
+		}
+	}
 	if err := r.h.etcd.healAll(); err != nil {
 		errs = append(errs, err)
+	}
+	if r.sched.Engine() {
+		return outs, errors.Join(errs...) // no Kubernetes objects
 	}
 	// Leave nothing for the next run's managers to reconcile.
 	var l lockv1.DistributedLock

@@ -44,6 +44,8 @@ func run(ctx context.Context) error {
 	history := flag.String("history", "", "file to append the history to (required)")
 	every := flag.Duration("write-interval", 100*time.Millisecond, "time between ledger writes while leading")
 	gap := flag.Duration("write-gap", 30*time.Millisecond, "wait between the Valid() check and the write")
+	engine := flag.Bool("engine", false, "hold the lock with pkg/lease directly (ETCD_ENDPOINTS, ETCD_PREFIX) instead of pkg/leadership")
+	ttl := flag.Duration("ttl", 3*time.Second, "with --engine: the session TTL")
 	flag.Parse()
 	lock, ledgerURL := os.Getenv("LOCK_NAME"), os.Getenv("LEDGER_URL")
 	if lock == "" || ledgerURL == "" || *history == "" {
@@ -54,22 +56,25 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer f.Close()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
 	w := &worker{
 		out: f, every: *every, gap: *gap, uid: os.Getenv("POD_UID"), url: ledgerURL,
 		http: &http.Client{Timeout: time.Second},
 	}
-	e, err := leadership.New(leadership.Config{
+	if *engine {
+		return w.runEngine(ctx, *probe, lock, *ttl)
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	var e *leadership.Elector // set before Run calls back
+	e, err = leadership.New(leadership.Config{
 		Config: cfg, Namespace: os.Getenv("LOCK_NAMESPACE"), Lock: lock,
-		Callbacks: leadership.Callbacks{OnStartedLeading: w.lead},
+		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) { w.lead(ctx, token, e) }},
 	})
 	if err != nil {
 		return err
 	}
-	w.elector = e
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := e.ReadyzCheck(r); err != nil {
@@ -91,15 +96,20 @@ func run(ctx context.Context) error {
 	return e.Run(ctx)
 }
 
+// validity is what tells a leader it may still write: a leadership.Elector or a lease.Lock.
+type validity interface {
+	Valid() bool
+	ValidUntil() time.Time
+}
+
 // worker writes to the ledger while it leads and records what it did.
 type worker struct {
-	elector *leadership.Elector
-	out     *os.File
-	every   time.Duration
-	gap     time.Duration
-	uid     string
-	url     string
-	http    *http.Client
+	out   *os.File
+	every time.Duration
+	gap   time.Duration
+	uid   string
+	url   string
+	http  *http.Client
 
 	mu  sync.Mutex
 	ids int
@@ -115,18 +125,18 @@ func (w *worker) record(e chaos.Event) {
 
 // lead raises the fence, then appends with the token until the term ends or the ledger
 // refuses the token.
-func (w *worker) lead(ctx context.Context, token int64) {
+func (w *worker) lead(ctx context.Context, token int64, v validity) {
 	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono()})
 	defer func() { w.record(chaos.Event{Kind: chaos.EvEnd, Token: token, Mono: chaos.Mono()}) }()
 	op := "fence"
 	t := time.NewTicker(w.every)
 	defer t.Stop()
 	for {
-		if !w.elector.Valid() {
+		if !v.Valid() {
 			return
 		}
 		now := chaos.Mono()
-		until := now + int64(time.Until(w.elector.ValidUntil()))
+		until := now + int64(time.Until(v.ValidUntil()))
 		if until <= now {
 			return
 		}
