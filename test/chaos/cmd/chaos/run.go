@@ -380,6 +380,9 @@ func (r *run) holderSlot(ctx context.Context) *slot {
 func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.WaitGroup) ([]chaos.Outcome, error) {
 	ctx = context.WithoutCancel(ctx) // clean up after an interrupt too
 	var errs []error
+	// The kubelet first: it restarts crashed workers, and would restart stopped ones.
+	stopBG()
+	wg.Wait()
 	r.mu.Lock()
 	workers := append([]*workerProc(nil), r.workers...)
 	r.mu.Unlock()
@@ -389,8 +392,6 @@ func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.
 	for _, m := range r.managers {
 		m.stop()
 	}
-	stopBG()
-	wg.Wait()
 	var outs []chaos.Outcome
 	if r.ledger != nil {
 		var err error
