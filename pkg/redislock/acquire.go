@@ -90,7 +90,7 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 		c.dropOrphan(ctx, key, nonce)
 		return nil, o, ErrClosed
 	}
-	go l.watchdog(sent)
+	l.startWatchdog(sent)
 	return l, o, nil
 }
 

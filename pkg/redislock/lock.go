@@ -31,6 +31,7 @@ type Lock struct {
 	done   chan struct{}
 
 	mu              sync.Mutex
+	start           *time.Timer // starts the watchdog at the first renewal; nil before
 	validUntil      instant
 	err             error // why the lock ended; nil while valid
 	endedAt         instant
@@ -147,10 +148,28 @@ func (l *Lock) endLocked(cause error, n instant) bool {
 	return true
 }
 
-// finish cancels the context and closes Done, once per lock.
+// finish cancels the context and closes Done, once per lock. A watchdog
+// that has not started yet never will.
 func (l *Lock) finish() {
 	l.cancel(l.Err())
 	close(l.done)
+	l.mu.Lock()
+	t := l.start
+	l.mu.Unlock()
+	if t != nil && t.Stop() {
+		l.c.untrack(l)
+		l.c.wg.Done()
+	}
+}
+
+// startWatchdog schedules the watchdog for the first renewal: a lock
+// released before then costs no goroutine. The deadline is at least two
+// renewal intervals away (Config.Validate), so the watchdog, once started,
+// still closes Done on time.
+func (l *Lock) startWatchdog(sent instant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.start = time.AfterFunc(max(0, sent.add(l.c.cfg.RenewInterval).sub(now())), func() { l.watchdog(sent) })
 }
 
 // Release ends the lock locally (Done, Context, Valid) and deletes the key

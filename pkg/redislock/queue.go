@@ -32,8 +32,12 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 	}
 	defer c.unlisten(id)
 	nonce := newNonce()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var timer *time.Timer // made on the first wait: an uncontended acquire needs none
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		l, o, err := c.grab(cctx, key, holder, nonce, id)
@@ -50,7 +54,11 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 		default:
 			wait = c.retryDelay()
 		}
-		timer.Reset(wait)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
 		select {
 		case <-ctx.Done():
 			c.leave(ctx, key, id, nonce)

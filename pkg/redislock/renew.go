@@ -23,7 +23,8 @@ type renewal struct {
 // go-redis client without ContextTimeoutEnabled ignores the context's
 // deadline on the socket and can block for its ReadTimeout (3 s by default),
 // and loss must be signalled at the deadline however long the call takes.
-// The watchdog returns when the lock ends, however it ends.
+// The watchdog starts at the first renewal (startWatchdog) and returns when
+// the lock ends, however it ends.
 func (l *Lock) watchdog(last instant) {
 	defer l.c.wg.Done()
 	defer l.c.untrack(l)
