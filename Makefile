@@ -110,7 +110,7 @@ deploy: $(KUBECTL) ## Apply config/default to the cluster of the current kubecon
 .PHONY: redis-server test-redis bench-redis chaos-redis
 redis-server: ## Install Debian's redis-server when missing (the Redis tests start their own on a free port).
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
-	@redis-server --version
+	@redis-server --version >&2
 
 test-redis: redis-server ## Run the Redis engine's tests with -race on a real redis-server (about 20 s).
 	$(GO_TEST) ./pkg/redislock/... ./internal/redistest/...
