@@ -46,11 +46,12 @@ const (
 	// Engine kinds run a workload of pkg/lease users (no Kubernetes) instead of pods.
 	EngineForceRelease     = "engine-force-release-delayed-txn" // ForceRelease whose transaction applies late; the evicted holder pauses
 	EngineLoseAcquireReply = "engine-lose-acquire-reply"        // the waiters' etcd replies dropped while the holder releases
+	EngineStalledWatch     = "engine-stalled-watch"             // SIGSTOP an etcd follower (stalls the watches on it), then the holder releases
 )
 
 // EngineKinds lists the kinds that run the pkg/lease workload; a schedule that starts with
 // one draws its extra faults from these only.
-var EngineKinds = []string{EngineForceRelease, EngineLoseAcquireReply}
+var EngineKinds = []string{EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch}
 
 // IsEngine reports whether kind runs the pkg/lease workload.
 func IsEngine(kind string) bool {
@@ -73,7 +74,7 @@ var Kinds = []string{
 	ControllerKill, ControllerZombie, DropStatus, LoseRelease,
 	PodRecreate, ReadinessFlap, LeaseLower, EtcdRestore,
 	CrashRestart, SidecarDelete, NodePodGC, LateStatusWrite, LoseAcquireReply, StalledWatch,
-	EngineForceRelease, EngineLoseAcquireReply,
+	EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch,
 }
 
 // Timing is what a schedule's durations derive from.
@@ -139,7 +140,7 @@ func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Sche
 	s.Faults = append(s.Faults, newFault(rng, first, t))
 	var cheap []string
 	for _, k := range kinds {
-		if k != EtcdRestore && k != StalledWatch && IsEngine(k) == IsEngine(first) {
+		if k != EtcdRestore && k != StalledWatch && k != EngineStalledWatch && IsEngine(k) == IsEngine(first) {
 			cheap = append(cheap, k)
 		}
 	}
@@ -204,6 +205,9 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Hold = t.Lease + 2*time.Second                              // the evicted holder's pause
 	case EngineLoseAcquireReply:
 		f.Hold = between(rng, 300*time.Millisecond, 1500*time.Millisecond)
+	case EngineStalledWatch:
+		f.Hold = between(rng, 500*time.Millisecond, time.Second) // after the in-fault liveness check
+		f.Member = rng.IntN(2)                                   // which follower
 	case StalledWatch:
 		f.Hold = between(rng, 500*time.Millisecond, time.Second) // after the in-fault liveness check
 		f.Member = rng.IntN(2)                                   // which follower

@@ -197,3 +197,26 @@ func (r *run) engineFault(ctx context.Context, f chaos.Fault) (healFunc, error) 
 	}
 	return nothing, nil
 }
+
+// engineStalledWatch stops mem (watches served by it stall without an error) and has the
+// holder release: the next waiter must acquire within the liveness bound while mem stays
+// stopped, whichever member its watch is on.
+func (r *run) engineStalledWatch(ctx context.Context, f chaos.Fault, mem *member) (healFunc, error) {
+	holder, _ := r.engineHolder(ctx)
+	mem.proc.signal(syscall.SIGSTOP)
+	resume := func(context.Context) error { mem.proc.signal(syscall.SIGCONT); return nil }
+	r.note("stalled watch: %s stopped", mem.name)
+	if holder == nil {
+		return resume, nil
+	}
+	holder.worker().p.stop(5 * time.Second)
+	if err := r.checkLiveness(ctx, f.Kind+" (member stopped)", r.h.livenessBound()); err != nil {
+		return resume, err
+	}
+	return func(ctx context.Context) error {
+		if err := resume(ctx); err != nil {
+			return err
+		}
+		return r.startEngineWorker(holder)
+	}, nil
+}

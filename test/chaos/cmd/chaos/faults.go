@@ -217,7 +217,7 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 	case chaos.LoseAcquireReply:
 		return r.loseAcquireReply(ctx)
 
-	case chaos.StalledWatch:
+	case chaos.StalledWatch, chaos.EngineStalledWatch:
 		return r.stalledWatch(ctx, f)
 
 	case chaos.EngineForceRelease, chaos.EngineLoseAcquireReply:

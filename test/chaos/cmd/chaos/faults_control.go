@@ -105,7 +105,10 @@ func (r *run) loseAcquireReply(ctx context.Context) (healFunc, error) {
 // gracefully, so that a standby must take over (its election wait may be one of the stalled
 // watches) and grant: the liveness bound applies while the member stays stopped.
 func (r *run) stalledWatch(ctx context.Context, f chaos.Fault) (healFunc, error) {
-	active := r.activeManager(ctx) // before the stop: its read could go to the stopped member
+	var active *manager
+	if !r.sched.Engine() {
+		active = r.activeManager(ctx) // before the stop: its read could go to the stopped member
+	}
 	leader := r.h.etcd.leader(ctx)
 	var followers []*member
 	for i, m := range r.h.etcd.members {
@@ -118,6 +121,9 @@ func (r *run) stalledWatch(ctx context.Context, f chaos.Fault) (healFunc, error)
 		return nothing, nil
 	}
 	mem := followers[f.Member%len(followers)]
+	if r.sched.Engine() {
+		return r.engineStalledWatch(ctx, f, mem)
+	}
 	mem.proc.signal(syscall.SIGSTOP)
 	resume := func(context.Context) error { mem.proc.signal(syscall.SIGCONT); return nil }
 	r.note("stalled watch: %s stopped", mem.name)
