@@ -18,10 +18,13 @@ import (
 //	Then(Put(key, {holder, record}, WithLease(session)))
 //
 // so it never barges past blocking waiters. A held key yields a *HeldError
-// (ErrLocked); a queue or a lock-delay yields ErrLocked; a failed WithGuard
-// compare yields ErrGuardFailed. holder is opaque: a controller can take
-// many keys on one session on behalf of many holders. If the transaction's
-// outcome is unknown (an error), a key it may have created is deleted again.
+// (ErrLocked), at once and without asking etcd when a live Lock of this
+// session tracks it; a queue or a lock-delay yields ErrLocked; a failed
+// WithGuard compare yields ErrGuardFailed. holder is opaque: a controller can
+// take many keys on one session on behalf of many holders. If the
+// transaction's answer was lost (the error wraps ErrUnknownOutcome), a key it
+// may have created is deleted again by the session, which retries until that
+// is settled (see Session).
 func (s *Session) TryAcquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
 	l, err := s.tryAcquire(ctx, key, holder, opts)
 	if err != nil {
@@ -35,14 +38,19 @@ func (s *Session) tryAcquire(ctx context.Context, key, holder string, opts []Loc
 	if err != nil {
 		return nil, err
 	}
-	if err := s.claim(key, true); err != nil {
+	if held := s.heldLock(key); held != nil {
+		// Asking etcd could succeed (the key deleted behind the Lock's back)
+		// and replace a Lock that has not noticed yet.
+		return nil, &HeldError{Holder: held.holder, Token: held.token, Lease: s.id}
+	}
+	if err := s.claim(key); err != nil {
 		return nil, err
 	}
 	defer s.unclaim(key)
-	v := value{Holder: holder, Record: cfg.record}
+	v := value{Holder: holder, Record: cfg.record, Call: newCallID()}
 	l, _, err = s.grab(ctx, key, v, cfg, nil)
 	if errors.Is(err, ErrUnknownOutcome) {
-		s.dropOrphan(ctx, key, v)
+		s.settle(ctx, s.lockLeftover(key, v))
 	}
 	return l, err
 }
@@ -59,19 +67,19 @@ func (s *Session) prepare(key, holder string, opts []LockOption) (lockConfig, er
 }
 
 // claim marks key as being acquired by this session. Two acquires (or an
-// acquire and an adopt) of one key in one session never overlap, so a key of
-// ours that an interrupted acquire may have created can be told apart.
-// With heldOK, a key this session holds is no obstacle (TryAcquire asks etcd,
-// which answers with a HeldError).
-func (s *Session) claim(key string, heldOK bool) error {
+// acquire and an adopt, or either and the session's clean-up of the key) of
+// one key in one session never overlap, so a key of ours that an
+// interrupted acquire may have created can be told apart. A key a live Lock
+// of this session tracks is refused.
+func (s *Session) claim(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.err != nil:
 		return s.err
 	case s.busy[key]:
-		return fmt.Errorf("%w: another acquire of this key is in flight", ErrBusy)
-	case !heldOK && s.locks[key] != nil:
+		return fmt.Errorf("%w: another acquire, adopt or clean-up of this key is in flight", ErrBusy)
+	case s.locks[key] != nil:
 		return fmt.Errorf("%w: this session holds the key with token %d", ErrBusy, s.locks[key].token)
 	}
 	s.busy[key] = true
@@ -162,7 +170,8 @@ func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConf
 // created at revision rev.
 func (s *Session) granted(ctx context.Context, key string, v value, rev int64, sent instant) (*Lock, error) {
 	l := s.newLock(key, rev, v)
-	if err := s.register(ctx, l, sent, rev+1, true); err != nil {
+	if err := s.register(l, sent, rev+1); err != nil {
+		s.settle(ctx, s.lockLeftover(key, v))
 		return nil, err
 	}
 	return l, nil
@@ -205,9 +214,8 @@ func (o obstacle) err() error {
 // register starts tracking a lock that etcd confirmed at a transaction sent
 // at sent; fromRev is where its watch starts. If the session ended meanwhile,
 // or the confirmation came back after the validity it would give had already
-// passed, it returns an error, and a fresh key (one this call created, not an
-// adopted one) is deleted again.
-func (s *Session) register(ctx context.Context, l *Lock, sent instant, fromRev int64, fresh bool) error {
+// passed, it returns an error (and the caller deletes a key it created).
+func (s *Session) register(l *Lock, sent instant, fromRev int64) error {
 	n := now()
 	s.mu.Lock()
 	l.ownUntil = sent.add(s.ttl - s.margin)
@@ -233,12 +241,6 @@ func (s *Session) register(ctx context.Context, l *Lock, sent instant, fromRev i
 	l.err, l.endedAt = err, n
 	l.finish()
 	close(l.exited)
-	if !fresh {
-		return err
-	}
-	cctx, cancel := s.cleanupContext(ctx)
-	defer cancel()
-	_, _ = s.cli.Txn(cctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.path)).Commit()
 	return err
 }
 
@@ -247,37 +249,6 @@ func (s *Session) register(ctx context.Context, l *Lock, sent instant, fromRev i
 // the usual reason for cleaning up.
 func (s *Session) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
-}
-
-// orphan returns the lock key if an acquire transaction whose answer was
-// lost did create it: the key is on our lease, carries our value, and no Lock
-// of this session tracks it (claim keeps other acquires of the key in this
-// session out meanwhile). It returns nil if there is none or on error.
-func (s *Session) orphan(ctx context.Context, key string, v value) *mvccpb.KeyValue {
-	resp, err := s.cli.Get(ctx, s.eng.Path(key))
-	if err != nil || len(resp.Kvs) == 0 {
-		return nil
-	}
-	kv := resp.Kvs[0]
-	if clientv3.LeaseID(kv.Lease) != s.id || string(kv.Value) != v.encode() || s.tracks(key, kv.CreateRevision) {
-		return nil
-	}
-	return kv
-}
-
-// dropOrphan deletes the key an interrupted acquire created, if any.
-func (s *Session) dropOrphan(ctx context.Context, key string, v value) {
-	cctx, cancel := s.cleanupContext(ctx)
-	defer cancel()
-	kv := s.orphan(cctx, key, v)
-	if kv == nil {
-		return
-	}
-	path := s.eng.Path(key)
-	_, _ = s.cli.Txn(cctx).If(
-		clientv3.Compare(clientv3.CreateRevision(path), "=", kv.CreateRevision),
-		clientv3.Compare(clientv3.LeaseValue(path), "=", s.id),
-	).Then(clientv3.OpDelete(path)).Commit()
 }
 
 // tracks reports whether a live Lock of this session holds key at token.

@@ -31,7 +31,7 @@ func (s *Session) adopt(ctx context.Context, key string, token int64, opts []Loc
 	if err != nil {
 		return nil, err
 	}
-	if err := s.claim(key, false); err != nil {
+	if err := s.claim(key); err != nil {
 		return nil, err
 	}
 	defer s.unclaim(key)
@@ -53,7 +53,7 @@ func (s *Session) adopt(ctx context.Context, key string, token int64, opts []Loc
 		return nil, fmt.Errorf("%w: token %d is not on lease %x", ErrNotHeld, token, int64(s.id))
 	}
 	l := s.newLock(key, token, decodeValue(kvs[0].Value))
-	if err := s.register(ctx, l, sent, resp.Header.Revision+1, false); err != nil {
+	if err := s.register(l, sent, resp.Header.Revision+1); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,9 @@ type Engine struct {
 	prefix    string
 	maxTxnOps int
 	err       error // invalid option, reported by every call
+
+	mu   sync.Mutex
+	live map[clientv3.LeaseID]bool // leases a live session of this engine renews
 }
 
 // Option configures an Engine.
@@ -73,7 +77,7 @@ func WithMaxTxnOps(n int) Option {
 // NewEngine returns an engine using cli. The client's lifetime is the
 // caller's: closing it ends every session of the engine.
 func NewEngine(cli *clientv3.Client, opts ...Option) *Engine {
-	e := &Engine{cli: cli, prefix: DefaultPrefix, maxTxnOps: 128}
+	e := &Engine{cli: cli, prefix: DefaultPrefix, maxTxnOps: 128, live: make(map[clientv3.LeaseID]bool)}
 	for _, o := range opts {
 		o(e)
 	}
@@ -81,6 +85,25 @@ func NewEngine(cli *clientv3.Client, opts ...Option) *Engine {
 		e.err = invalidf("nil etcd client")
 	}
 	return e
+}
+
+// reserve records that a session of this engine renews lease id; it reports
+// false if one does already.
+func (e *Engine) reserve(id clientv3.LeaseID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.live[id] {
+		return false
+	}
+	e.live[id] = true
+	return true
+}
+
+// forget records that no session of this engine renews lease id any more.
+func (e *Engine) forget(id clientv3.LeaseID) {
+	e.mu.Lock()
+	delete(e.live, id)
+	e.mu.Unlock()
 }
 
 // Client returns the engine's etcd client.

@@ -14,16 +14,24 @@ import (
 //	If(CreateRevision(key) == token, guards...)
 //	Then(Delete(key), Put(tombstone(key), old value, WithLease(fresh lease)))
 //
-// where the fresh lease has the old lease's granted TTL and is never renewed.
-// Acquires require the tombstone to be absent, and waiters wake when it
-// expires: the next holder waits out a lock-delay as long as the evicted
-// holder's validity could last (its S_own + TTL - margin ends before the
-// tombstone does), and gets a larger token. (etcd cannot delete and put one
-// key in a transaction, and a put over a live key keeps its CreateRevision,
-// so the tombstone lives beside the key.)
+// where the fresh lease has the old lease's granted TTL. Acquires require the
+// tombstone to be absent, and waiters wake when it expires. After the
+// transaction committed, the fresh lease is renewed once (KeepAliveOnce with
+// a deadline), so that its TTL counts from a send time after the delete: the
+// evicted holder's validity (S_own + TTL - margin, S_own being before the
+// delete, since no check after it can succeed) ends before the tombstone
+// does, however late the transaction applied. (etcd cannot delete and put
+// one key in a transaction, and a put over a live key keeps its
+// CreateRevision, so the tombstone lives beside the key.)
 //
-// It fails with ErrNotHeld if key is not held with token. The fresh lease is
-// revoked again whenever the transaction did not apply.
+// It fails with ErrNotHeld if key is not held with token, ErrGuardFailed if a
+// guard failed (the fresh lease is then revoked: nothing uses it). If the
+// transaction's answer was lost and a read cannot show that it applied, the
+// error wraps ErrUnknownOutcome and the fresh lease is left alone: the
+// transaction may still apply, and a revoke would delete its tombstone; an
+// unrenewed lease expires by itself. If the renewal after the commit fails,
+// the error wraps ErrLockDelayUnconfirmed: the key was released, but the
+// lock-delay may count from before the delete.
 func (e *Engine) ForceRelease(ctx context.Context, key string, token int64, opts ...LockOption) error {
 	if err := e.forceRelease(ctx, key, token, opts); err != nil {
 		return fmt.Errorf("force release %s: %w", key, err)
@@ -74,25 +82,26 @@ func (e *Engine) forceRelease(ctx context.Context, key string, token int64, opts
 		Else(clientv3.OpGet(path, clientv3.WithKeysOnly())).
 		Commit()
 
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), MinTTL)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), delay/4)
 	defer cancel()
-	if err != nil {
-		// Unknown outcome. If the tombstone is on the fresh lease the
-		// transaction applied, and revoking would cut the lock-delay short.
-		if t, gerr := e.cli.Get(cctx, tomb); gerr == nil {
-			if len(t.Kvs) == 1 && clientv3.LeaseID(t.Kvs[0].Lease) == grant.ID {
-				return nil
-			}
-			_, _ = e.cli.Revoke(cctx, grant.ID)
-		}
+	switch {
+	case err != nil && !unknownOutcome(err):
+		_, _ = e.cli.Revoke(cctx, grant.ID) // refused: nothing uses the lease
 		return err
-	}
-	if !resp.Succeeded {
-		_, _ = e.cli.Revoke(cctx, grant.ID)
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && kvs[0].CreateRevision == token {
-			return ErrGuardFailed
+	case err != nil:
+		// Settle by reading: the tombstone on the fresh lease means the
+		// transaction applied. Otherwise it may still apply: never revoke.
+		t, gerr := e.cli.Get(cctx, tomb)
+		if gerr != nil || len(t.Kvs) != 1 || clientv3.LeaseID(t.Kvs[0].Lease) != grant.ID {
+			return writeErr(err)
 		}
-		return fmt.Errorf("%w: token %d", ErrNotHeld, token)
+	case !resp.Succeeded:
+		_, _ = e.cli.Revoke(cctx, grant.ID)
+		return notApplied(resp.Responses[0], token)
+	}
+	// Committed. The TTL must count from after the delete.
+	if _, err := e.cli.KeepAliveOnce(cctx, grant.ID); err != nil {
+		return fmt.Errorf("%w: renew lock-delay lease %x: %w", ErrLockDelayUnconfirmed, int64(grant.ID), err)
 	}
 	return nil
 }

@@ -162,8 +162,11 @@ func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 
 // Update replaces the record stored with the holder, in one transaction
 // guarded by CreateRevision == token (and WithGuard compares). A confirmed
-// Update also counts as an ownership check. It fails with ErrNotHeld after
-// Release, or when the key is no longer this grant.
+// Update also counts as an ownership check. It writes nothing for a lock
+// that is no longer valid: it fails with the lock's cause (ErrExpired when
+// its validity lapsed, the session's error when the session ended,
+// ErrNotHeld after Release or loss of the key), and with ErrNotHeld when the
+// key is no longer this grant.
 func (l *Lock) Update(ctx context.Context, record json.RawMessage, opts ...LockOption) error {
 	cfg, err := l.s.eng.lockConfig(opts)
 	if err == nil {
@@ -172,7 +175,12 @@ func (l *Lock) Update(ctx context.Context, record json.RawMessage, opts ...LockO
 	if err != nil {
 		return fmt.Errorf("update %s: %w", l.key, err)
 	}
-	if errors.Is(l.Err(), ErrReleased) {
+	if !l.Valid() {
+		// A lapsed lock may still be ours in etcd, but its holder must have
+		// stopped acting: writing for it would act after the deadline.
+		if cause := l.Err(); !errors.Is(cause, ErrReleased) {
+			return fmt.Errorf("update %s: %w", l.key, cause)
+		}
 		return fmt.Errorf("update %s: %w: released", l.key, ErrNotHeld)
 	}
 	sent := now()

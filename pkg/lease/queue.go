@@ -47,27 +47,27 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 	if held := s.heldLock(key); held != nil {
 		return nil, &HeldError{Holder: held.holder, Token: held.token, Lease: s.id}
 	}
-	if err := s.claim(key, false); err != nil {
+	if err := s.claim(key); err != nil {
 		return nil, err
 	}
 	defer s.unclaim(key)
 
 	ctx, cancel := s.bind(ctx)
 	defer cancel()
-	v := value{Holder: holder, Record: cfg.record}
+	v := value{Holder: holder, Record: cfg.record, Call: newCallID()}
 	var w *waiter
 	var ambiguous *instant // send time of the first transaction whose answer was lost
 	defer func() {
-		// A session that ended takes its keys with its lease; cleaning up
-		// through a network that just failed would only delay the return.
-		if err == nil || s.Err() != nil {
+		// What this call may have left is the session's to delete (settle
+		// retries it); a session that ended takes it with its lease.
+		if err == nil {
 			return
 		}
 		if w != nil {
-			w.leave(ctx)
+			s.settle(ctx, w.leftover())
 		}
 		if ambiguous != nil {
-			s.dropOrphan(ctx, key, v)
+			s.settle(ctx, s.lockLeftover(key, v))
 		}
 	}()
 
@@ -86,7 +86,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			return nil, err
 		}
 		if queued && (w == nil || w.rev == 0) {
-			if w, err = s.enqueue(ctx, key, holder); err != nil {
+			if w, err = s.enqueue(ctx, key, v); err != nil {
 				if !unknownOutcome(err) {
 					return nil, err // refused: nothing was written
 				}
@@ -140,9 +140,16 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			// waiting for ourselves would never end.
 			if ambiguous != nil && string(o.holder.Value) == v.encode() {
 				if w != nil {
-					w.leave(ctx) // normally gone with the transaction
+					s.settle(ctx, w.leftover()) // normally gone with the transaction
 				}
 				return s.claimOrphan(ctx, key, v, o.holder, *ambiguous)
+			}
+			if s.leftoverAt(string(o.holder.Key)) {
+				// An earlier call of this session left it; this call holds
+				// the key's busy mark, so it deletes it itself.
+				s.cleanNow(ctx, string(o.holder.Key))
+				s.backoff(ctx)
+				continue
 			}
 			return nil, err
 		case !o.blocked():
@@ -176,6 +183,9 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			return nil, err
 		}
 		if !changed {
+			// The watch failed or no change came within TTL/3 (a stalled
+			// watch looks like no change): read again, before any write.
+			look = true
 			s.backoff(ctx)
 		}
 	}
@@ -187,7 +197,8 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 // created.
 func (s *Session) claimOrphan(ctx context.Context, key string, v value, kv *mvccpb.KeyValue, sent instant) (*Lock, error) {
 	l := s.newLock(key, kv.CreateRevision, v)
-	if err := s.register(ctx, l, sent, kv.ModRevision+1, true); err != nil {
+	if err := s.register(l, sent, kv.ModRevision+1); err != nil {
+		s.settle(ctx, s.lockLeftover(key, v))
 		return nil, err
 	}
 	return l, nil
@@ -203,11 +214,22 @@ func (s *Session) backoff(ctx context.Context) {
 	}
 }
 
-// heldLock returns this session's live Lock of key, if any.
+// heldLock returns this session's live Lock of key, if any, ending it first
+// if its validity has passed.
 func (s *Session) heldLock(key string) *Lock {
+	n := now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.locks[key]
+	l := s.locks[key]
+	ok, p := false, pending{}
+	if l != nil {
+		ok, p = l.validLocked(n)
+	}
+	s.mu.Unlock()
+	p.run()
+	if !ok {
+		return nil
+	}
+	return l
 }
 
 // bind returns a context that is cancelled when ctx is or when the session
@@ -219,71 +241,5 @@ func (s *Session) bind(ctx context.Context) (context.Context, context.CancelFunc
 	return bctx, func() {
 		stop()
 		cancel(context.Canceled)
-	}
-}
-
-// waitGone returns changed when one of kvs was deleted or replaced; it
-// returns neither changed nor an error when a watch or read failed (the
-// caller backs off and reads again), and ctx's error when ctx ends. It
-// watches each key from the current revision, waits until etcd confirms
-// every watch, then re-reads the keys: a deletion before the watches started
-// shows in the read, one after in a watch.
-func (s *Session) waitGone(ctx context.Context, kvs ...*mvccpb.KeyValue) (changed bool, err error) {
-	if len(kvs) == 0 {
-		return true, nil
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	chans := make([]clientv3.WatchChan, len(kvs))
-	gets := make([]clientv3.Op, len(kvs))
-	for i, kv := range kvs {
-		chans[i] = s.cli.Watch(wctx, string(kv.Key), clientv3.WithCreatedNotify())
-		gets[i] = clientv3.OpGet(string(kv.Key), clientv3.WithKeysOnly())
-	}
-	for _, ch := range chans {
-		select {
-		case wr, ok := <-ch:
-			if !ok || !wr.Created || wr.Err() != nil {
-				return false, ctx.Err()
-			}
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	}
-	resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
-	if err != nil {
-		return false, ctx.Err()
-	}
-	for i, kv := range kvs {
-		cur := resp.Responses[i].GetResponseRange().Kvs
-		if len(cur) == 0 || cur[0].CreateRevision != kv.CreateRevision {
-			return true, nil
-		}
-	}
-	// At most two keys are watched (the lock and its tombstone).
-	var c0, c1 clientv3.WatchChan = chans[0], nil
-	if len(chans) > 1 {
-		c1 = chans[1]
-	}
-	for {
-		var wr clientv3.WatchResponse
-		var ok bool
-		var kv *mvccpb.KeyValue
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case wr, ok = <-c0:
-			kv = kvs[0]
-		case wr, ok = <-c1:
-			kv = kvs[1]
-		}
-		if !ok || wr.Canceled || wr.Err() != nil {
-			return false, ctx.Err()
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != kv.CreateRevision {
-				return true, nil
-			}
-		}
 	}
 }

@@ -77,7 +77,7 @@ func TestAcquireFIFO(t *testing.T) {
 	const n = 4
 	e := newEnv(t)
 	eng := e.engine(e.cli)
-	first, err := e.session(eng, 3*time.Second).TryAcquire(ctx(t), "k", "first")
+	first, err := e.session(eng, 30*time.Second).TryAcquire(ctx(t), "k", "first")
 	if err != nil {
 		t.Fatalf("TryAcquire = %v, want nil", err)
 	}
@@ -91,7 +91,7 @@ func TestAcquireFIFO(t *testing.T) {
 	for i := range ws {
 		w := waiter{gate: etcdtest.NewGate(), acquired: make(chan *lease.Lock, 1), errc: make(chan error, 1)}
 		ws[i] = w
-		s := e.session(e.engine(e.srv.Client(t, w.gate.DialOptions()...)), 3*time.Second)
+		s := e.session(e.engine(e.srv.Client(t, w.gate.DialOptions()...)), 30*time.Second)
 		go func() {
 			l, err := s.Acquire(context.Background(), "k", fmt.Sprintf("w%d", i))
 			if err != nil {

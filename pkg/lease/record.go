@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -11,6 +13,20 @@ import (
 type value struct {
 	Holder string          `json:"holder"`
 	Record json.RawMessage `json:"record,omitempty"`
+	// Call is a random ID of the acquire call that wrote the value (not set
+	// by Grant, Update or UpdateRecord). It tells a key or queue entry that
+	// an interrupted call left from one a later call of the same session
+	// wrote: clean-up deletes only the former, a new waiter never takes the
+	// place of the former.
+	Call string `json:"call,omitempty"`
+}
+
+// newCallID returns a random call ID: unique across calls, sessions and
+// process restarts (a counter would restart with a resumed session).
+func newCallID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
 }
 
 // encode returns the stored form of v.

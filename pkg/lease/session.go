@@ -37,15 +37,17 @@ type Session struct {
 	stop        context.CancelCauseFunc
 	stopOnClose func() bool // unregisters the client-close hook
 	done        chan struct{}
-	wg          sync.WaitGroup // renewal loop, check loop, lock monitors
+	wg          sync.WaitGroup // renewal loop, check loop, clean-up loop, lock monitors
 	checkc      chan struct{}  // asks the check loop for a round now
+	cleanc      chan struct{}  // asks the clean-up loop for a round now
 
 	mu         sync.Mutex
 	validUntil instant
 	err        error // why the session ended; nil while it lives
 	endedAt    instant
-	locks      map[string]*Lock // held keys, by lock name
-	busy       map[string]bool  // lock names with an acquire or adopt in flight
+	locks      map[string]*Lock    // held keys, by lock name
+	busy       map[string]bool     // lock names with an acquire, adopt or clean-up in flight
+	leftovers  map[string]leftover // by etcd key: what failed calls may have left
 }
 
 // NewSession grants an etcd lease of ttl (whole seconds, at least MinTTL)
@@ -68,13 +70,23 @@ func (e *Engine) NewSession(ctx context.Context, ttl time.Duration, opts ...Sess
 	}
 	granted := time.Duration(resp.TTL) * time.Second
 	margin, _ := cfg.resolve(granted) // granted >= ttl, so still valid
+	e.reserve(resp.ID)                // a new lease: nobody else renews it
 	return e.start(resp.ID, granted, margin, sent), nil
 }
 
 // ResumeSession takes over the lease id, for example after a restart, and
 // starts renewing it. Its keys stay held; Adopt gives a *Lock for each. The
 // lease's granted TTL must be at least MinTTL. A lease that is gone yields
-// ErrSessionExpired.
+// ErrSessionExpired; a lease that a live session of this engine renews
+// yields ErrBusy.
+//
+// WARNING: etcd cannot tell who renews a lease. Two processes (or two
+// engines) that resume the same lease both renew it, and both can Adopt the
+// same key with the same token: two valid Locks, one token, and no fencing
+// between them (the token is the same). Resume a lease only where something
+// else guarantees a single owner, as the controller does with its election
+// (the grant lease is resumed by the elected replica only, and every write
+// it makes carries the election's compare).
 func (e *Engine) ResumeSession(ctx context.Context, id clientv3.LeaseID, opts ...SessionOption) (*Session, error) {
 	cfg := sessionConfig{}
 	for _, o := range opts {
@@ -83,19 +95,30 @@ func (e *Engine) ResumeSession(ctx context.Context, id clientv3.LeaseID, opts ..
 	if e.err != nil {
 		return nil, fmt.Errorf("resume session %x: %w", int64(id), e.err)
 	}
-	sent := now()
-	resp, err := e.cli.KeepAliveOnce(ctx, id)
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil, fmt.Errorf("resume session %x: %w: lease not found", int64(id), ErrSessionExpired)
-	}
+	s, err := e.resume(ctx, id, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("resume session %x: %w", int64(id), err)
 	}
+	return s, nil
+}
+
+func (e *Engine) resume(ctx context.Context, id clientv3.LeaseID, cfg sessionConfig) (*Session, error) {
+	sent := now()
+	resp, err := e.cli.KeepAliveOnce(ctx, id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil, fmt.Errorf("%w: lease not found", ErrSessionExpired)
+	}
+	if err != nil {
+		return nil, err
+	}
 	ttl := time.Duration(resp.TTL) * time.Second
 	if err := e.validateSession(ttl, cfg); err != nil {
-		return nil, fmt.Errorf("resume session %x: %w", int64(id), err)
+		return nil, err
 	}
 	margin, _ := cfg.resolve(ttl)
+	if !e.reserve(id) {
+		return nil, fmt.Errorf("%w: a live session of this engine renews the lease", ErrBusy)
+	}
 	return e.start(id, ttl, margin, sent), nil
 }
 
@@ -120,6 +143,8 @@ func (e *Engine) start(id clientv3.LeaseID, ttl, margin time.Duration, sent inst
 		eng: e, cli: e.cli, id: id, ttl: ttl, margin: margin,
 		done:       make(chan struct{}),
 		checkc:     make(chan struct{}, 1),
+		cleanc:     make(chan struct{}, 1),
+		leftovers:  make(map[string]leftover),
 		validUntil: sent.add(ttl - margin),
 		locks:      make(map[string]*Lock),
 		busy:       make(map[string]bool),
@@ -131,9 +156,10 @@ func (e *Engine) start(id clientv3.LeaseID, ttl, margin time.Duration, sent inst
 	s.stopOnClose = context.AfterFunc(e.cli.Ctx(), func() {
 		s.end(fmt.Errorf("%w: etcd client closed", ErrSessionClosed))
 	})
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.renewLoop(sent)
 	go s.checkLoop()
+	go s.cleanLoop()
 	return s
 }
 
@@ -224,6 +250,7 @@ func (p pending) run() {
 		s.stopOnClose()
 		s.stop(p.cause)
 		close(s.done)
+		s.eng.forget(s.id)
 	}
 	for _, l := range p.locks {
 		l.finish()

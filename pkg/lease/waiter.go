@@ -10,43 +10,72 @@ import (
 
 // waiter is a blocking Acquire's entry in the queue of one key.
 type waiter struct {
-	s    *Session
-	path string
-	rev  int64 // the entry's CreateRevision: its place in the queue
+	s     *Session
+	key   string
+	path  string
+	value string // the entry's value: the holder and the call's ID
+	rev   int64  // the entry's CreateRevision: its place in the queue
 }
 
-// enqueue puts this session's entry in key's queue, or finds the one an
-// earlier, interrupted Acquire of this session left there and keeps its place.
-func (s *Session) enqueue(ctx context.Context, key, holder string) (*waiter, error) {
-	path := s.eng.queuePath(key, s.id)
-	w := &waiter{s: s, path: path}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(path), "=", 0)).
-		Then(clientv3.OpPut(path, value{Holder: holder}.encode(), clientv3.WithLease(s.id))).
-		Else(clientv3.OpGet(path, clientv3.WithKeysOnly())).
+// newWaiter returns the (not yet written) queue entry of an acquire of key
+// with value v.
+func (s *Session) newWaiter(key string, v value) *waiter {
+	return &waiter{
+		s: s, key: key, path: s.eng.queuePath(key, s.id),
+		value: value{Holder: v.Holder, Call: v.Call}.encode(),
+	}
+}
+
+// enqueue puts this call's entry at the back of key's queue. An entry of this
+// call that an earlier, interrupted enqueue or join created keeps its place;
+// an entry that another call of this session left there (the same etcd key:
+// one entry per lease) is deleted first, so that this call does not take its
+// place ahead of waiters that came after it.
+func (s *Session) enqueue(ctx context.Context, key string, v value) (*waiter, error) {
+	w := s.newWaiter(key, v)
+	for range 3 {
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)).
+			Then(clientv3.OpPut(w.path, w.value, clientv3.WithLease(s.id))).
+			Else(clientv3.OpGet(w.path)).
+			Commit()
+		if err != nil {
+			// The entry may exist; enqueue again finds it, and the clean-up
+			// deletes it by value.
+			return w, fmt.Errorf("enqueue: %w", err)
+		}
+		if resp.Succeeded {
+			w.rev = resp.Header.Revision
+			return w, nil
+		}
+		kv := resp.Responses[0].GetResponseRange().Kvs[0]
+		if string(kv.Value) == w.value {
+			w.rev = kv.CreateRevision
+			return w, nil
+		}
+		if err := w.dropStale(ctx, kv.CreateRevision); err != nil {
+			return w, err
+		}
+	}
+	return w, fmt.Errorf("enqueue: %w: a stale queue entry of this lease keeps coming back", ErrLocked)
+}
+
+// dropStale deletes the entry at the waiter's key that another call left
+// (created at rev).
+func (w *waiter) dropStale(ctx context.Context, rev int64) error {
+	_, err := w.s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(w.path), "=", rev)).
+		Then(clientv3.OpDelete(w.path)).
 		Commit()
 	if err != nil {
-		// The entry may exist; enqueue again finds it, and leave deletes it
-		// by lease, not revision.
-		return w, fmt.Errorf("enqueue: %w", err)
+		return fmt.Errorf("delete stale queue entry: %w", err)
 	}
-	w.rev = resp.Header.Revision
-	if !resp.Succeeded {
-		w.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-	}
-	return w, nil
+	return nil
 }
 
-// leave deletes the waiter's entry (best effort; it is on the session's lease
-// in any case, so it goes when the lease does).
-func (w *waiter) leave(ctx context.Context) {
-	cctx, cancel := w.s.cleanupContext(ctx)
-	defer cancel()
-	cmp := clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev)
-	if w.rev == 0 {
-		cmp = clientv3.Compare(clientv3.LeaseValue(w.path), "=", w.s.id)
-	}
-	_, _ = w.s.cli.Txn(cctx).If(cmp).Then(clientv3.OpDelete(w.path)).Commit()
+// leftover is the waiter's entry as something to clean up.
+func (w *waiter) leftover() leftover {
+	return leftover{key: w.key, path: w.path, value: w.value}
 }
 
 // reads reads what stands between the waiter and the lock: the lock key and
@@ -93,26 +122,30 @@ func (w *waiter) look(ctx context.Context, key string) (obstacle, error) {
 //
 //	If(CreateRevision(key) == 0, tombstone absent, queue empty)
 //	Then(Put(key, {holder, record}, WithLease(session)))
-//	Else(Put(entry, WithLease(session)), Get(key), Get(tombstone), Get(entry),
-//	     Get(the two newest entries))
+//	Else(Txn(If(entry absent) Then(Put(entry, WithLease(session)))),
+//	     Get(key), Get(tombstone), Get(entry), Get(the two newest entries))
 //
 // Reads in a transaction see its own writes, so the Else branch reads the
 // entry it just put: its CreateRevision is the transaction's revision, the
 // newest in the queue, and the other of the two newest entries is its
-// predecessor. A Put over an entry that an interrupted Acquire of this
-// session left keeps that entry's CreateRevision (its place); the
-// predecessor is then unknown, and known is false. The returned error wraps
-// ErrUnknownOutcome when etcd's answer was not received (the key or the entry may
-// exist).
+// predecessor. An entry that was there already is not overwritten: if this
+// call wrote it (an earlier join whose answer was lost) it keeps its place
+// and the predecessor is unknown (known is false); if another call left it,
+// the waiter's rev is 0 and known is false, so that enqueue deletes it and
+// queues at the back. The returned error wraps ErrUnknownOutcome when etcd's
+// answer was not received (the key or the entry may exist); an error etcd
+// refused the transaction with is returned as is, with known true.
 func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *waiter, o obstacle, known bool, err error) {
 	e := s.eng
 	path, tomb, qdir := e.Path(key), e.tombPath(key), e.queueDir(key)
-	w = &waiter{s: s, path: e.queuePath(key, s.id)}
+	w = s.newWaiter(key, v)
 	els := append([]clientv3.Op{
-		clientv3.OpPut(w.path, value{Holder: v.Holder}.encode(), clientv3.WithLease(s.id)),
+		clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(w.path, w.value, clientv3.WithLease(s.id))}, nil),
 	}, s.lockReads(key)...)
 	els = append(els,
-		clientv3.OpGet(w.path, clientv3.WithKeysOnly()),
+		clientv3.OpGet(w.path),
 		clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)))
 
@@ -140,11 +173,14 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 	o.readLock(rs)
 	own := rs[2].GetResponseRange().Kvs
 	if len(own) == 0 {
-		// Cannot happen: the Put just before this read created it.
+		// Cannot happen: the entry was there or the nested Put created it.
 		return nil, w, o, false, fmt.Errorf("%w: queue entry not found after put", ErrLocked)
 	}
 	w.rev = own[0].CreateRevision
 	if w.rev != resp.Header.Revision {
+		if string(own[0].Value) != w.value {
+			w.rev = 0 // another call's: enqueue deletes it
+		}
 		return nil, w, o, false, o.err()
 	}
 	for _, kv := range rs[3].GetResponseRange().Kvs {

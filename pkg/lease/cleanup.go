@@ -1,0 +1,175 @@
+package lease
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leftover is an etcd key that a call of this session wrote, or may have
+// written, and gave up on: a lock key from a transaction whose answer was
+// lost, or the queue entry of a waiter that stopped waiting. It is this
+// session's to delete, and only while it still carries exactly the value that
+// call wrote (whose random call ID no other call shares) on this session's
+// lease. Keys on the lease that no call of this session left (a resumed
+// lease's keys, adopted or not) are never leftovers.
+type leftover struct {
+	key   string // lock name
+	path  string // etcd key
+	value string // the encoded value the call wrote
+	lock  bool   // a lock key (else a queue entry)
+}
+
+// lockLeftover is the lock key an acquire call with value v may have created.
+func (s *Session) lockLeftover(key string, v value) leftover {
+	return leftover{key: key, path: s.eng.Path(key), value: v.encode(), lock: true}
+}
+
+// settle deletes what a failed call left, once in the caller's goroutine (so
+// that in the usual case the key is gone when the call returns), then, if that
+// did not settle it, hands it to the session's clean-up loop, which retries
+// until it is settled or the session ends. The caller holds the key's busy
+// mark (claim), so no other call of this session touches the key meanwhile.
+// A session that ended takes its keys
+// with its lease (or leaves them to whoever resumes it): cleaning up through a
+// network that just failed would only delay the return.
+func (s *Session) settle(ctx context.Context, lo leftover) {
+	if s.Err() != nil {
+		return
+	}
+	cctx, cancel := s.cleanupContext(ctx)
+	defer cancel()
+	if s.cleanOne(cctx, lo, true) {
+		return
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.leftovers[lo.path] = lo
+	}
+	s.mu.Unlock()
+	select {
+	case s.cleanc <- struct{}{}:
+	default:
+	}
+}
+
+// cleanLoop retries the session's leftovers every retry delay until none is
+// left; settle wakes it. It ends with the session.
+func (s *Session) cleanLoop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.cleanc:
+		case <-timer.C:
+		}
+		if !s.cleanRound() {
+			timer.Reset(s.retryDelay())
+		}
+	}
+}
+
+// cleanRound tries every leftover once; it reports whether none is left.
+func (s *Session) cleanRound() bool {
+	s.mu.Lock()
+	los := make([]leftover, 0, len(s.leftovers))
+	for _, lo := range s.leftovers {
+		los = append(los, lo)
+	}
+	s.mu.Unlock()
+	for _, lo := range los {
+		ctx, cancel := context.WithTimeout(s.ctx, s.callTimeout())
+		settled := s.cleanOne(ctx, lo, false)
+		cancel()
+		if settled {
+			s.mu.Lock()
+			if s.leftovers[lo.path] == lo {
+				delete(s.leftovers, lo.path)
+			}
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.leftovers) == 0
+}
+
+// cleanOne deletes lo if it is still there as the call left it; it reports
+// whether lo is settled (deleted, gone, or no longer the call's) rather than
+// to be tried again (an etcd error, a change in between, or an acquire or
+// adopt of the key in flight in this session). It reads the key, then deletes
+// it guarded by the CreateRevision it read and this session's lease: never a
+// newer grant, never another lease's key. A lock key a live Lock of this
+// session tracks (an Adopt of it) is settled, not deleted. claimed says that
+// the caller holds the key's busy mark already.
+func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool {
+	if lo.lock && !claimed {
+		// Keep acquires and adopts of the key out while deciding: one of
+		// them could otherwise track the key between the read and the
+		// delete.
+		s.mu.Lock()
+		switch {
+		case s.err != nil:
+			s.mu.Unlock()
+			return true
+		case s.busy[lo.key]:
+			s.mu.Unlock()
+			return false
+		}
+		s.busy[lo.key] = true
+		s.mu.Unlock()
+		defer s.unclaim(lo.key)
+	}
+	resp, err := s.cli.Get(ctx, lo.path)
+	if err != nil {
+		return false
+	}
+	if len(resp.Kvs) == 0 {
+		return true
+	}
+	kv := resp.Kvs[0]
+	if clientv3.LeaseID(kv.Lease) != s.id || string(kv.Value) != lo.value {
+		return true
+	}
+	if lo.lock && s.tracks(lo.key, kv.CreateRevision) {
+		return true
+	}
+	del, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(lo.path), "=", kv.CreateRevision),
+		clientv3.Compare(clientv3.LeaseValue(lo.path), "=", s.id),
+	).Then(clientv3.OpDelete(lo.path)).Commit()
+	return err == nil && del.Succeeded
+}
+
+// cleanNow settles the leftover at path, if any, in the caller's goroutine;
+// the caller holds its key's busy mark.
+func (s *Session) cleanNow(ctx context.Context, path string) {
+	s.mu.Lock()
+	lo, ok := s.leftovers[path]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	cctx, cancel := s.cleanupContext(ctx)
+	defer cancel()
+	if s.cleanOne(cctx, lo, true) {
+		s.mu.Lock()
+		if s.leftovers[path] == lo {
+			delete(s.leftovers, path)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// leftoverAt reports whether the session is cleaning up path.
+func (s *Session) leftoverAt(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.leftovers[path]
+	return ok
+}
