@@ -69,6 +69,7 @@ func TestJitterTimeline(t *testing.T) {
 		// drop of B's PTTL below 1 s.
 		cb := e.locks(e.rdb, redislock.Config{TTL: 10 * time.Second})
 		var ledger fence.Monotonic
+		warmUp(t, ca) // A's late renewal must reach a server that has the script
 
 		sent := time.Now()
 		a := tryAcquire(t, ca, "k", "a")

@@ -106,12 +106,19 @@ func TestLostReplyAcquireRetried(t *testing.T) {
 	}
 }
 
-// warmUp runs one acquire and release on another key, so that the server
-// has the scripts cached: a lost reply then belongs to a script that ran. (A
-// lost NOSCRIPT reply means nothing ran, which the package also handles.)
+// warmUp runs one acquire, renewal and release on another key, and one
+// blocking Acquire, so that the server has every script cached: a lost or
+// late request then belongs to a script that runs. (A script the server
+// does not have answers NOSCRIPT, and go-redis sends the script itself only
+// after that answer arrives: delayed past the read timeout, nothing runs.)
 func warmUp(t *testing.T, c *redislock.Client) {
 	t.Helper()
 	l := tryAcquire(t, c, "warm-up", "w")
+	// A renewal moves ValidUntil by about the renew interval; two readings
+	// without one differ only by the projection's noise (microseconds).
+	first := l.ValidUntil()
+	step := c.Config().RenewInterval / 2
+	eventually(t, 5*time.Second, "warm-up renewal", func() bool { return l.ValidUntil().After(first.Add(step)) })
 	if err := l.Release(ctx(t)); err != nil {
 		t.Fatalf("warm-up Release() = %v", err)
 	}
