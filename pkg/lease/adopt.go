@@ -11,7 +11,13 @@ import (
 // lease with the given token: after ResumeSession, or after an earlier Lock
 // for it was lost locally while the key stayed. One linearizable
 // transaction checks CreateRevision == token and the lease (and WithGuard
-// compares); it fails with ErrNotHeld otherwise.
+// compares); it fails with ErrNotHeld otherwise, and with ErrBusy when a
+// live Lock of this session tracks the key already.
+//
+// WARNING: Adopt cannot know whether another process resumed the same lease
+// and adopted the same key: both would hold valid Locks with the same token,
+// which fencing cannot tell apart. Adopt only on a lease that something else
+// guarantees a single owner of (see ResumeSession).
 func (s *Session) Adopt(ctx context.Context, key string, token int64, opts ...LockOption) (*Lock, error) {
 	l, err := s.adopt(ctx, key, token, opts)
 	if err != nil {

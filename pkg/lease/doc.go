@@ -40,7 +40,10 @@
 // grant (the acquire, then one batched check per session every TTL/3). So
 // even a lock whose key was deleted behind its back while its session lives
 // on, with its watch stalled, stops being valid within TTL - margin of the
-// last check; and ForceRelease keeps the next holder out for a full TTL.
+// last check; and ForceRelease keeps the next holder out for a full TTL
+// counted from after its delete committed (its tombstone's lease is renewed
+// once after the commit), however late the transaction applied. A Lock
+// whose validity lapsed writes nothing more: Update refuses it.
 // Valid and ValidUntil read the clock themselves (CLOCK_BOOTTIME on Linux,
 // which counts suspend), so they are right even when timers fire late.
 //
@@ -55,10 +58,32 @@
 //
 // Queue. Acquire waits in FIFO order of arrival; a release wakes only the
 // next waiter; TryAcquire does not barge past waiters; a waiter whose own
-// session ends returns at once. A failed or cancelled call leaves no key of
-// its own behind: its waiter entry, and a lock key from a transaction whose
-// answer was lost, are deleted again (or, if the session itself ended, go
-// with its lease).
+// session ends returns at once. A waiter re-reads what it waits for at least
+// every TTL/3, so a stalled watch delays it (and the waiters behind it) by at
+// most that, never for good. A later Acquire of the same session never takes
+// the place of an entry an earlier call left: it queues at the back.
+//
+// Clean-up. A failed or cancelled call leaves no key of its own behind, for
+// as long as its session lives: its waiter entry, and a lock key from a
+// transaction whose answer was lost, are deleted once by the call and, if
+// that fails, by the session, which retries every TTL/20 until each is
+// deleted or shown to be gone. The session deletes only what one of its own
+// calls wrote (the value carries a random call ID), guarded by the key's
+// CreateRevision and the session's lease: never a newer grant, never a key
+// it never tried to acquire (a resumed lease's keys, adopted or not), never
+// a key a Lock of the session tracks. A session that ended leaves the rest
+// to its lease: gone with it, or, after Orphan, to whoever resumes it.
+// Grant, the controller's call, cleans up nothing: its caller settles a lost
+// answer by reading.
+//
+// Errors. Only a lost answer is an unknown outcome (ErrUnknownOutcome, or for
+// Lock.Release and Update the context's or etcd's Unavailable error): the
+// context's errors and gRPC's Unavailable, DeadlineExceeded, Canceled and
+// Internal, which cover etcd's "no leader", "leader changed" and "request
+// timed out". Every other etcd error (too many operations, request too
+// large, permission denied, no space) is a refusal: returned as is, at once,
+// never retried. Guards that cannot fit in one transaction with the engine's
+// own compares are refused as ErrInvalid before anything is sent.
 //
 // # Non-guarantees
 //
@@ -97,4 +122,16 @@
 //   - A lost Lock whose key still exists (its validity lapsed while its
 //     session lived) stays in etcd until Release or the session ends; it
 //     does not delete itself, so that a controller can Adopt it again.
+//   - One lease, two owners: etcd cannot tell who renews a lease. Two
+//     processes (or two engines) that ResumeSession the same lease ID both
+//     renew it and can both Adopt the same key, getting two valid Locks with
+//     the SAME token, which no fencing can tell apart. One engine refuses a
+//     second live session of a lease (ErrBusy) and one session refuses a
+//     second Lock of a key (ErrBusy, HeldError); across processes nothing
+//     can. Resume a lease only where something else guarantees a single
+//     owner, such as an election whose compare guards every write.
+//   - A ForceRelease whose answer was lost (ErrUnknownOutcome) may still
+//     apply; its lock-delay lease is then not renewed after the commit and
+//     expires up to the transaction's delay early. A ForceRelease that
+//     returns ErrLockDelayUnconfirmed applied, with the same caveat.
 package lease

@@ -24,9 +24,14 @@ import (
 // failed try, the enqueue and a first grab.)
 //
 // A waiter ends with its session: Acquire returns the session's error
-// (ErrSessionExpired, ErrSessionClosed) promptly after it ends. On any error,
-// its queue entry, and a lock key an interrupted transaction may have
-// created, are deleted again. A key this session already holds yields a
+// (ErrSessionExpired, ErrSessionClosed) promptly after it ends. A waiter
+// re-reads at least every TTL/3, so a stalled watch never blocks it. On any
+// error, its queue entry, and a lock key an interrupted transaction may have
+// created, are deleted again, by the call and then by the session until that
+// succeeds (see Session). An entry an earlier call of this session left is
+// deleted and the call queues at the back. An error etcd refused a request
+// with (too many operations, request too large, ...) is returned at once;
+// only lost answers are retried. A key this session already holds yields a
 // *HeldError at once, since waiting for it would never end.
 func (s *Session) Acquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
 	l, err := s.acquire(ctx, key, holder, opts)

@@ -24,6 +24,13 @@ var errSessionLapsed = fmt.Errorf("%w: no renewal confirmed within TTL - margin"
 // S + TTL - margin. Done closes when that passes without a newer
 // confirmation, when etcd reports the lease gone, or on Close, Orphan or when
 // the etcd client is closed: whichever comes first, once.
+//
+// The session also owns the clean-up of what its failed calls left (a lock
+// key whose acquire answer was lost, a cancelled waiter's queue entry): its
+// clean-up loop retries each, guarded, until it is settled or the session
+// ends, so that a lost reply never blocks a lock for the session's life.
+// While it works on a lock key, an acquire of that key in this session gets
+// ErrBusy for that moment.
 type Session struct {
 	eng    *Engine
 	cli    *clientv3.Client
