@@ -183,8 +183,12 @@ func (l *Lock) startWatchdog(sent instant) {
 func (l *Lock) Release(ctx context.Context) error {
 	l.lose(ErrReleased)
 	// The watchdog sees Done closed and returns on its own; Close joins it.
-	retry := time.NewTimer(0)
-	defer retry.Stop()
+	var retry *time.Timer // made on the first retry: a release that is answered needs none
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	giveUp := now().add(l.c.cfg.TTL + l.c.cfg.Margin)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, l.c.cfg.CallTimeout)
@@ -205,7 +209,11 @@ func (l *Lock) Release(ctx context.Context) error {
 		case !ambiguous(err) || ctx.Err() != nil || now() > giveUp:
 			return fmt.Errorf("release %s: %w", l.key, err)
 		}
-		retry.Reset(l.c.retryDelay())
+		if retry == nil {
+			retry = time.NewTimer(l.c.retryDelay())
+		} else {
+			retry.Reset(l.c.retryDelay())
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("release %s: %w", l.key, errors.Join(err, ctx.Err()))

@@ -35,7 +35,7 @@ func main() {
 	flag.DurationVar(&cfg.distinctFor, "distinct-for", 3*time.Second, "duration of the distinct-keys run")
 	flag.IntVar(&cfg.renewLocks, "renew-locks", 20, "locks held during the renewal-cost run")
 	flag.DurationVar(&cfg.renewTTL, "renew-ttl", 3*time.Second, "lock TTL during the renewal-cost run")
-	flag.DurationVar(&cfg.renewFor, "renew-for", 6*time.Second, "duration of the renewal-cost run")
+	flag.DurationVar(&cfg.renewFor, "renew-for", 9*time.Second, "duration of the renewal-cost run (split over the rounds)")
 	flag.DurationVar(&cfg.lockTTL, "ttl", 10*time.Second, "lock TTL in the acquire/release runs")
 	flag.Parse()
 	if err := run(context.Background(), cfg); err != nil {
@@ -63,13 +63,26 @@ func run(ctx context.Context, cfg config) error {
 		rep.load = string(la[:len(la)-1])
 	}
 	rep.redisVersion = redisVersion(ctx, admin)
-	for i, e := range engines(srv.Addr()) {
-		r, err := measureEngine(ctx, admin, e, i, cfg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.name, err)
+	es := engines(srv.Addr())
+	for _, e := range es {
+		rep.results = append(rep.results, &result{e: e, shared: map[int]contended{}, sharedCount: map[int]counts{}})
+	}
+	// Every scenario runs in rounds, the engines in a rotated order each
+	// round, so that a burst of load from the rest of the machine does not
+	// land on one engine only; each engine's rounds are added up.
+	for _, sc := range scenarios(cfg) {
+		for round := range rounds {
+			for k := range es {
+				i := (k + round) % len(es)
+				if err := sc.run(ctx, admin, rep.results[i], i, cfg); err != nil {
+					return fmt.Errorf("%s, %s: %w", es[i].name, sc.name, err)
+				}
+			}
 		}
-		rep.results = append(rep.results, r)
-		fmt.Fprintf(os.Stderr, "bench-redis: %s done (%v)\n", e.name, time.Since(began).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "bench-redis: %s done (%v)\n", sc.name, time.Since(began).Round(time.Second))
+	}
+	if rep.wait, err = measureWait(ctx, cfg.uncontended); err != nil {
+		return fmt.Errorf("wait cost: %w", err)
 	}
 	rep.took = time.Since(began)
 	rep.write(os.Stdout)
@@ -90,7 +103,10 @@ func redisVersion(ctx context.Context, admin *redis.Client) string {
 	return v
 }
 
-// result is one engine's numbers.
+// rounds is how many times each scenario runs per engine.
+const rounds = 3
+
+// result is one engine's numbers, summed over the rounds.
 type result struct {
 	e           *engine
 	unc         []time.Duration
@@ -99,69 +115,89 @@ type result struct {
 	sharedCount map[int]counts
 	distinct    contended
 	renewCounts counts
+	renewFor    time.Duration
 }
 
-func measureEngine(ctx context.Context, admin *redis.Client, e *engine, idx int, cfg config) (*result, error) {
-	r := &result{e: e, shared: map[int]contended{}, sharedCount: map[int]counts{}}
-	prefix := fmt.Sprintf("bench%d", idx)
+// scenario is one row group of the report, run for one engine per call.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error
+}
 
-	c, err := e.newContender(cfg.lockTTL)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := uncontended(ctx, c, prefix+":warm", 100); err != nil {
-		return nil, err
-	}
-	r.uncCounts, err = measureCounts(ctx, admin, e, func() error {
-		var err error
-		r.unc, err = uncontended(ctx, c, prefix+":uncontended", cfg.uncontended)
-		return err
-	})
-	c.close()
-	if err != nil {
-		return nil, err
-	}
-
+func scenarios(cfg config) []scenario {
+	sc := []scenario{{name: "uncontended", run: runUncontended}}
 	for _, n := range []int{8, 32} {
-		cs, err := contenders(e, n, cfg.lockTTL)
-		if err != nil {
-			return nil, err
-		}
-		var res contended
-		r.sharedCount[n], err = measureCounts(ctx, admin, e, func() error {
-			var err error
-			res, err = contend(ctx, cs, func(int) string { return fmt.Sprintf("%s:shared%d", prefix, n) }, cfg.hold, cfg.contendFor)
-			return err
-		})
-		closeAll(cs)
-		if err != nil {
-			return nil, err
-		}
-		r.shared[n] = res
+		sc = append(sc, scenario{name: fmt.Sprintf("shared key, %d contenders", n),
+			run: func(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error {
+				return runShared(ctx, admin, r, idx, cfg, n)
+			}})
 	}
+	return append(sc, scenario{name: "distinct keys", run: runDistinct}, scenario{name: "renewal cost", run: runRenewal})
+}
 
-	cs, err := contenders(e, 8, cfg.lockTTL)
+func runUncontended(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error {
+	c, err := r.e.newContender(cfg.lockTTL)
 	if err != nil {
-		return nil, err
-	}
-	r.distinct, err = contend(ctx, cs, func(i int) string { return fmt.Sprintf("%s:distinct%d", prefix, i) }, cfg.hold, cfg.distinctFor)
-	closeAll(cs)
-	if err != nil {
-		return nil, err
-	}
-
-	c, err = e.newContender(cfg.renewTTL)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.close()
-	release, err := holdMany(ctx, c, prefix+":held", cfg.renewLocks, cfg.renewFor)
-	if err != nil {
-		return nil, err
+	key := fmt.Sprintf("bench%d:uncontended", idx)
+	if _, err := uncontended(ctx, c, key, 50); err != nil { // connections, scripts
+		return err
 	}
-	r.renewCounts, err = measureCounts(ctx, admin, e, func() error { time.Sleep(cfg.renewFor); return nil })
-	release()
-	return r, err
+	k, err := measureCounts(ctx, admin, r.e, func() error {
+		lat, err := uncontended(ctx, c, key, cfg.uncontended/rounds)
+		r.unc = append(r.unc, lat...)
+		return err
+	})
+	r.uncCounts = r.uncCounts.add(k)
+	return err
+}
+
+func runShared(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config, n int) error {
+	cs, err := contenders(r.e, n, cfg.lockTTL)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	var res contended
+	k, err := measureCounts(ctx, admin, r.e, func() error {
+		var err error
+		res, err = contend(ctx, cs, func(int) string { return fmt.Sprintf("bench%d:shared%d", idx, n) }, cfg.hold, cfg.contendFor/rounds)
+		return err
+	})
+	r.shared[n] = r.shared[n].add(res)
+	r.sharedCount[n] = r.sharedCount[n].add(k)
+	return err
+}
+
+func runDistinct(ctx context.Context, _ *redis.Client, r *result, idx int, cfg config) error {
+	cs, err := contenders(r.e, 8, cfg.lockTTL)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	res, err := contend(ctx, cs, func(i int) string { return fmt.Sprintf("bench%d:distinct%d", idx, i) }, cfg.hold, cfg.distinctFor/rounds)
+	r.distinct = r.distinct.add(res)
+	return err
+}
+
+func runRenewal(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error {
+	c, err := r.e.newContender(cfg.renewTTL)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	release, err := holdMany(ctx, c, fmt.Sprintf("bench%d:held", idx), cfg.renewLocks, cfg.renewFor)
+	if err != nil {
+		return err
+	}
+	defer release()
+	d := cfg.renewFor / rounds
+	k, err := measureCounts(ctx, admin, r.e, func() error { time.Sleep(d); return nil })
+	r.renewCounts = r.renewCounts.add(k)
+	r.renewFor += d
+	return err
 }
 
 func contenders(e *engine, n int, ttl time.Duration) ([]contender, error) {

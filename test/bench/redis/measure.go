@@ -43,6 +43,8 @@ func serverCommands(ctx context.Context, admin *redis.Client) (int64, error) {
 // counts is commands and requests over one measurement.
 type counts struct{ commands, requests int64 }
 
+func (c counts) add(o counts) counts { return counts{c.commands + o.commands, c.requests + o.requests} }
+
 func measureCounts(ctx context.Context, admin *redis.Client, e *engine, f func() error) (counts, error) {
 	c0, err := serverCommands(ctx, admin)
 	if err != nil {
@@ -83,6 +85,20 @@ type contended struct {
 	handoffs []time.Duration // release started -> next holder's acquire returned
 	elapsed  time.Duration
 	overlaps int64 // a holder saw another holder of its key (must be 0)
+}
+
+// add sums two runs: cycles per contender index, handoffs, time, overlaps.
+func (r contended) add(o contended) contended {
+	if r.cycles == nil {
+		r.cycles = make([]int64, len(o.cycles))
+	}
+	for i, c := range o.cycles {
+		r.cycles[i] += c
+	}
+	r.handoffs = append(r.handoffs, o.handoffs...)
+	r.elapsed += o.elapsed
+	r.overlaps += o.overlaps
+	return r
 }
 
 func (r contended) total() int64 {

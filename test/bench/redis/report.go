@@ -15,6 +15,7 @@ type report struct {
 	load         string
 	redisVersion string
 	results      []*result
+	wait         waitCost
 }
 
 func splitLines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r", ""), "\n") }
@@ -46,6 +47,7 @@ func (r *report) write(w io.Writer) {
 	p("- machine: nproc %d, load average at start %s (shared with other engineers' builds and tests: noisy)", r.nproc, r.load)
 	p("- every contender has its own client (its own connections), as separate processes would; lock TTL %v in the acquire/release runs", c.lockTTL)
 	p("- peers that poll (bsm/redislock, redsync) retry every %v, shorter than their usual settings; redsync with unlimited tries", peerRetry)
+	p("- each scenario runs in %d rounds, the engines in a rotated order each round, and each engine's rounds are added up (the machine's load changes by the minute)", rounds)
 	p("- commands: server side, from INFO commandstats (commands run inside scripts count); requests: client side, a command or a pipeline (each a round trip unless auto-pipelined)")
 	p("")
 	p("### Uncontended acquire + release (%d cycles, one contender)", c.uncontended)
@@ -82,9 +84,16 @@ func (r *report) write(w io.Writer) {
 	p("| engine | how a held lock is kept | commands per held lock per second | requests per held lock per second |")
 	p("| --- | --- | ---: | ---: |")
 	for _, x := range r.results {
-		per := float64(c.renewLocks) * c.renewFor.Seconds()
+		per := float64(c.renewLocks) * x.renewFor.Seconds()
 		p("| %s | %s | %.2f | %.2f |", x.e.name, x.e.renewal, float64(x.renewCounts.commands)/per, float64(x.renewCounts.requests)/per)
 	}
+	p("")
+	p("### Cost of WaitReplicas (pkg/redislock, a primary with one replica on this machine, %d uncontended cycles)", c.uncontended)
+	p("")
+	p("| acquire | p50 (ms) | p99 (ms) |")
+	p("| --- | ---: | ---: |")
+	p("| without WAIT | %s | %s |", ms(pct(r.wait.without, .5)), ms(pct(r.wait.without, .99)))
+	p("| WaitReplicas 1 (acquire and WAIT in one pipeline) | %s | %s |", ms(pct(r.wait.with, .5)), ms(pct(r.wait.with, .99)))
 	p("")
 	p("### What the holder knows")
 	p("")
