@@ -69,6 +69,14 @@ func deploy(t *testing.T, n *node) *cluster {
 	if _, err := n.kube.CoreV1().Secrets(managerNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create the lockwarden-etcd-client Secret: %v", err)
 	}
+	if tarball := os.Getenv("E2E_MANAGER_IMAGE"); tarball != "" {
+		// another manager build under the same name, e.g. an older commit's, to see a
+		// scenario fail before a fix
+		if out, err := n.script(nil, "ctr", "images", "import", tarball); err != nil {
+			t.Fatalf("import E2E_MANAGER_IMAGE %s: %v\n%s", tarball, err, out)
+		}
+		t.Logf("manager image from E2E_MANAGER_IMAGE=%s", tarball)
+	}
 	start = time.Now()
 	if out, err := n.kubectl(ctx, "apply", "-k", "config/e2e"); err != nil {
 		t.Fatalf("kubectl apply -k config/e2e: %v\n%s", err, out)

@@ -201,7 +201,11 @@ current-context: "e2e"
 		t.Fatal(err)
 	}
 	p := c.etcd.pki.dir
-	cmd := exec.Command("nsenter", "--net="+c.n.ns.path, "--", filepath.Join(c.n.root, "bin", "images", "lockwarden"),
+	bin := filepath.Join(c.n.root, "bin", "images", "lockwarden")
+	if b := os.Getenv("E2E_MANAGER_BIN"); b != "" {
+		bin = b // the binary of E2E_MANAGER_IMAGE
+	}
+	cmd := exec.Command("nsenter", "--net="+c.n.ns.path, "--", bin,
 		"--kubeconfig", kc, "--identity", "outside-manager",
 		"--etcd-endpoints", strings.Join(c.etcd.endpoints, ","), "--etcd-ca-file", filepath.Join(p, "ca.crt"),
 		"--etcd-cert-file", filepath.Join(p, "client.crt"), "--etcd-key-file", filepath.Join(p, "client.key"),

@@ -120,11 +120,14 @@ func (r *recorder) mark() mark {
 	return mark{len(r.pods), len(r.locks)}
 }
 
-// since returns the events recorded after m.
+// since returns the events recorded after m; the lock events start with the last one
+// before m, the state the scenario began in (a term that ends before the next event is
+// still seen).
 func (r *recorder) since(m mark) ([]podObs, []lockObs) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]podObs(nil), r.pods[m.pods:]...), append([]lockObs(nil), r.locks[m.locks:]...)
+	from := max(m.locks-1, 0)
+	return append([]podObs(nil), r.pods[m.pods:]...), append([]lockObs(nil), r.locks[from:]...)
 }
 
 // lastLock returns the newest recorded version of the lock named name.
