@@ -15,52 +15,87 @@ import (
 	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
-// ErrElectionLost is returned by Active.Start when this replica was active and lost the
-// election: the process should exit, and a restart queues it as a standby.
+// ErrElectionLost means this replica lost (or no longer holds) the controller election: it
+// must stop reconciling; the process should exit, and a restart queues it as a standby.
 var ErrElectionLost = errors.New("controller election lost")
 
-// Active is a manager.Runnable that joins the controller election in etcd and runs the
-// reconciler only while this replica holds it. Standbys wait in the election's FIFO queue
-// with their caches warm; a graceful handover takes one etcd round trip.
-//
-// Grants hang on one shared grant lease whose ID is stored in etcd beside the election; a
-// new epoch resumes it and adopts its keys, so a controller crash or rollout ends no term.
-// A new grant lease is made only when none is alive. Shutdown releases the election, never
-// the grants.
-type Active struct {
-	// Engine reaches etcd.
+// ActiveConfig configures an Active.
+type ActiveConfig struct {
+	// Engine reaches etcd. Required.
 	Engine *lease.Engine
-	// Manager provides the cache, clients and event recorder.
+	// Manager provides the cache, clients and event recorder. Required.
 	Manager manager.Manager
-	// Identity names this replica in the election record (the pod name).
+	// Identity names this replica in the election record (the pod name). Required.
 	Identity string
-	// ElectionTTL is the TTL of this replica's election session.
+	// ElectionTTL is the TTL of this replica's election session: whole seconds, at least
+	// lease.MinTTL. Required.
 	ElectionTTL time.Duration
-	// GrantTTL is the TTL of a new grant lease.
+	// GrantTTL is the TTL of a new grant lease: whole seconds, above ElectionTTL, so that the
+	// grants outlive a handover. Required.
 	GrantTTL time.Duration
-	// MaxConcurrentReconciles bounds parallel reconciles (of different locks).
+	// MaxConcurrentReconciles bounds parallel reconciles (of different locks). Default 1.
 	MaxConcurrentReconciles int
 	// Metrics, when set, records the controller's metrics.
 	Metrics *Metrics
 	// Retry is the pause between attempts to reach etcd while not elected. Default 1 s.
 	Retry time.Duration
+}
 
+// Validate reports the first invalid field.
+func (c *ActiveConfig) Validate() error {
+	switch {
+	case c.Engine == nil:
+		return errors.New("active: Engine is required")
+	case c.Manager == nil:
+		return errors.New("active: Manager is required")
+	case c.Identity == "":
+		return errors.New("active: Identity is required")
+	case c.ElectionTTL < lease.MinTTL || c.ElectionTTL%time.Second != 0:
+		return fmt.Errorf("active: ElectionTTL %v must be whole seconds and at least %v", c.ElectionTTL, lease.MinTTL)
+	case c.GrantTTL <= c.ElectionTTL || c.GrantTTL%time.Second != 0:
+		return fmt.Errorf("active: GrantTTL %v must be whole seconds and above ElectionTTL %v", c.GrantTTL, c.ElectionTTL)
+	case c.MaxConcurrentReconciles < 0 || c.Retry < 0:
+		return errors.New("active: MaxConcurrentReconciles and Retry must not be negative")
+	}
+	return nil
+}
+
+// Active is a manager.Runnable that joins the controller election in etcd and runs the
+// reconciler only while this replica holds it. Standbys wait in the election's FIFO queue
+// with their caches warm; a graceful handover takes one etcd round trip.
+//
+// Grants hang on one shared grant lease, recorded in etcd as the lock GrantLeaseKey held on
+// that lease; a new epoch resumes it, so a controller crash or rollout ends no term. A new
+// grant lease is made only when none is alive. Shutdown releases the election, never the
+// grants. A held lock costs no goroutine or watch of its own: one watch of the lock prefix
+// wakes the locks whose keys change.
+type Active struct {
+	cfg ActiveConfig
 	mu  sync.Mutex
 	rec *Reconciler
+}
+
+// NewActive validates cfg and returns the runnable; an invalid config is an error here, never
+// a retry loop later.
+func NewActive(cfg ActiveConfig) (*Active, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Retry == 0 {
+		cfg.Retry = time.Second
+	}
+	cfg.MaxConcurrentReconciles = max(1, cfg.MaxConcurrentReconciles)
+	return &Active{cfg: cfg}, nil
 }
 
 // AddToManager registers the controller's cache indexes (AddIndexes) and adds a to its
 // Manager. Call it before the manager starts.
 func (a *Active) AddToManager(ctx context.Context) error {
-	if err := AddIndexes(ctx, a.Manager.GetFieldIndexer()); err != nil {
+	if err := AddIndexes(ctx, a.cfg.Manager.GetFieldIndexer()); err != nil {
 		return err
 	}
-	return a.Manager.Add(a)
+	return a.cfg.Manager.Add(a)
 }
-
-// grantLeaseKey stores the grant lease ID (hex), on that lease, written only by the elected
-// replica.
-func (a *Active) grantLeaseKey() string { return a.Engine.Prefix() + "/controller/grant-lease" }
 
 // NeedLeaderElection is false: the election is our own, in etcd.
 func (a *Active) NeedLeaderElection() bool { return false }
@@ -80,21 +115,20 @@ func (a *Active) Healthy() error {
 // ErrElectionLost) or ctx ends (releasing the election and returning nil).
 func (a *Active) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("election")
-	retry := a.Retry
-	if retry == 0 {
-		retry = time.Second
-	}
 	for {
 		session, election, err := a.campaign(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, lease.ErrInvalid) {
+			return fmt.Errorf("join the election: %w", err) // retrying cannot help
 		}
 		if err != nil {
 			logger.Info("waiting for etcd", "error", err.Error())
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(retry):
+			case <-time.After(a.cfg.Retry):
 			}
 			continue
 		}
@@ -105,13 +139,13 @@ func (a *Active) Start(ctx context.Context) error {
 
 // campaign makes an election session and waits in the queue until elected.
 func (a *Active) campaign(ctx context.Context) (*lease.Session, *lease.Lock, error) {
-	session, err := a.Engine.NewSession(ctx, a.ElectionTTL)
+	session, err := a.cfg.Engine.NewSession(ctx, a.cfg.ElectionTTL)
 	if err != nil {
 		return nil, nil, err
 	}
-	election, err := session.Acquire(ctx, ElectionKey, a.Identity)
+	election, err := session.Acquire(ctx, ElectionKey, a.cfg.Identity)
 	if err != nil {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.ElectionTTL/3)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ElectionTTL/3)
 		defer cancel()
 		_ = session.Close(closeCtx) // the lease expires by itself if this fails
 		return nil, nil, err
@@ -124,7 +158,7 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 	logger := log.FromContext(ctx).WithName("election")
 	epoch := election.Token()
 	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.ElectionTTL/3)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ElectionTTL/3)
 		defer cancel()
 		if err := election.Release(closeCtx); err == nil {
 			_ = session.Close(closeCtx)
@@ -140,32 +174,27 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		}
 		return fmt.Errorf("epoch %d: grant lease: %w", epoch, err)
 	}
-	var r *Reconciler
-	defer func() {
-		grants.Orphan() // stop renewing; never revoke: the grants outlive this replica
-		if r != nil {
-			r.Wait()
-		}
-	}()
+	defer grants.Orphan() // stop renewing; never revoke: the grants outlive this replica
 
-	r = &Reconciler{
-		Client:    a.Manager.GetClient(),
-		APIReader: a.Manager.GetAPIReader(),
-		Recorder:  a.Manager.GetEventRecorder("lockwarden"),
-		Engine:    a.Engine,
+	mgr := a.cfg.Manager
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("lockwarden"),
+		Engine:    a.cfg.Engine,
 		Grants:    grants,
 		Election:  election,
-		Metrics:   a.Metrics,
+		Metrics:   a.cfg.Metrics,
 	}
-	c, err := r.NewController(a.Manager, a.MaxConcurrentReconciles)
+	c, err := r.NewController(mgr, a.cfg.MaxConcurrentReconciles)
 	if err != nil {
 		return fmt.Errorf("epoch %d: build controller: %w", epoch, err)
 	}
 	a.mu.Lock()
 	a.rec = r
 	a.mu.Unlock()
-	a.Metrics.setActive(true, epoch)
-	defer a.Metrics.setActive(false, epoch)
+	a.cfg.Metrics.setActive(true, epoch)
+	defer a.cfg.Metrics.setActive(false, epoch)
 
 	runCtx, stop := context.WithCancel(election.Context())
 	defer stop()
@@ -177,12 +206,14 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 			logger.Error(err, "controller stopped", "epoch", epoch)
 		}
 	}
-	probeDone := make(chan struct{})
-	go func() {
-		defer close(probeDone)
-		r.probeEtcd(runCtx, a.Engine.Client(), a.grantLeaseKey(), max(a.ElectionTTL/5, 500*time.Millisecond))
-	}()
-	defer func() { stop(); <-probeDone }()
+	var helpers sync.WaitGroup
+	defer func() { stop(); helpers.Wait() }()
+	helpers.Go(func() { r.probeEtcd(runCtx, max(a.cfg.ElectionTTL/5, 500*time.Millisecond)) })
+	helpers.Go(func() {
+		// One watch of every lock key wakes the lock whose key changed (a vanished key, an
+		// operator's delete); after a failed watch every lock is read again.
+		_ = a.cfg.Engine.WatchLocks(runCtx, r.wake, func() { r.wakeAll(runCtx) })
+	})
 
 	select {
 	case <-ctx.Done():
@@ -203,36 +234,29 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 	}
 }
 
-// grantSession resumes the grant lease named in etcd, or makes and records a new one when
-// none is alive. The record is written guarded by the election.
+// grantSession resumes the grant lease recorded in etcd, or makes and records a new one when
+// none is alive. The record is the lock GrantLeaseKey, held on the grant lease itself and
+// granted guarded by the election.
 func (a *Active) grantSession(ctx context.Context, election *lease.Lock) (*lease.Session, error) {
-	cli := a.Engine.Client()
-	resp, err := cli.Get(ctx, a.grantLeaseKey())
+	eng := a.cfg.Engine
+	h, err := eng.Inspect(ctx, GrantLeaseKey)
 	if err != nil {
 		return nil, fmt.Errorf("read grant lease: %w", err)
 	}
-	if len(resp.Kvs) == 1 {
-		id, perr := strconv.ParseInt(string(resp.Kvs[0].Value), 16, 64)
-		if perr == nil {
-			s, err := a.Engine.ResumeSession(ctx, clientv3.LeaseID(id))
-			if err == nil {
-				return s, nil
-			}
-			if !errors.Is(err, lease.ErrSessionExpired) {
-				return nil, fmt.Errorf("resume grant lease %x: %w", id, err)
-			}
+	if h.Token > 0 && h.Lease != clientv3.NoLease {
+		s, err := eng.ResumeSession(ctx, h.Lease)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, lease.ErrSessionExpired) {
+			return nil, fmt.Errorf("resume grant lease %x: %w", int64(h.Lease), err)
 		}
 	}
-	s, err := a.Engine.NewSession(ctx, a.GrantTTL)
+	s, err := eng.NewSession(ctx, a.cfg.GrantTTL)
 	if err != nil {
 		return nil, fmt.Errorf("new grant lease: %w", err)
 	}
-	put, err := cli.Txn(ctx).If(election.IsOwner()).
-		Then(clientv3.OpPut(a.grantLeaseKey(), strconv.FormatInt(int64(s.ID()), 16), clientv3.WithLease(s.ID()))).Commit()
-	if err == nil && !put.Succeeded {
-		err = lease.ErrGuardFailed
-	}
-	if err != nil {
+	if _, err := s.Grant(ctx, GrantLeaseKey, strconv.FormatInt(int64(s.ID()), 16), lease.WithGuard(election.IsOwner())); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		_ = s.Close(closeCtx)

@@ -9,9 +9,6 @@ import (
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// OutOfServiceTaint marks a node whose pods an operator attests are not running.
-const OutOfServiceTaint = "node.kubernetes.io/out-of-service"
-
 // eligible reports whether a pod may hold a lock: Running, Ready=True, not being deleted.
 func eligible(p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p)
@@ -35,34 +32,6 @@ func readySince(p *corev1.Pod) metav1.Time {
 		}
 	}
 	return metav1.Time{}
-}
-
-// attestedTerminated reports whether the pod's processes are known to have stopped: pod phase
-// Succeeded or Failed, every container terminated, or its node tainted out-of-service.
-func attestedTerminated(p *corev1.Pod, node *corev1.Node) bool {
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return true
-	}
-	if n := len(p.Spec.Containers); n > 0 && len(p.Status.ContainerStatuses) >= n {
-		all := true
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Terminated == nil {
-				all = false
-				break
-			}
-		}
-		if all {
-			return true
-		}
-	}
-	if node != nil {
-		for _, t := range node.Spec.Taints {
-			if t.Key == OutOfServiceTaint && (t.Effect == corev1.TaintEffectNoExecute || t.Effect == corev1.TaintEffectNoSchedule) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // choose picks the next holder among eligible pods by strategy, skipping the UID in exclude

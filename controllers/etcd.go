@@ -3,10 +3,8 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -15,19 +13,21 @@ import (
 )
 
 // The few engine calls the reconciler makes. pkg/lease returns concrete types; the
-// reconciler names only what it uses.
+// reconciler names only what it uses. A held lock costs the controller no *lease.Lock, no
+// goroutine and no watch of its own: one watch of the lock prefix (Engine.WatchLocks) wakes
+// the locks whose keys change, and each turn reads its key linearizably.
 type (
-	// Inspector reads a lock key linearizably (*lease.Engine).
+	// Inspector reads and writes lock keys by token (*lease.Engine).
 	Inspector interface {
 		Inspect(ctx context.Context, key string) (lease.Holding, error)
-		Path(key string) string
-		Client() *clientv3.Client
+		Release(ctx context.Context, key string, token int64, opts ...lease.LockOption) error
+		UpdateRecord(ctx context.Context, key string, token int64, record json.RawMessage, opts ...lease.LockOption) error
+		Compacted(ctx context.Context, rev int64) (bool, error)
 	}
 	// Grants is the shared grant lease every grant hangs on (*lease.Session).
 	Grants interface {
 		ID() clientv3.LeaseID
-		TryAcquire(ctx context.Context, key, holder string, opts ...lease.LockOption) (*lease.Lock, error)
-		Adopt(ctx context.Context, key string, token int64, opts ...lease.LockOption) (*lease.Lock, error)
+		Grant(ctx context.Context, key, holder string, opts ...lease.LockOption) (int64, error)
 	}
 	// Fence is this replica's election lock (*lease.Lock): its token is the controller epoch
 	// and its IsOwner compare guards every transaction the reconciler issues.
@@ -38,24 +38,13 @@ type (
 	}
 )
 
-// historyCompacted reports whether etcd's history at revision rev is compacted away: after
-// the documented restore (--bump-revision N --mark-compacted) every revision up to the bumped
-// one is. A revision in the future (a restore without the bump) or still readable is not.
-func (r *Reconciler) historyCompacted(ctx context.Context, key string, rev int64) (bool, error) {
-	_, err := r.Engine.Client().Get(ctx, r.Engine.Path(key), clientv3.WithRev(rev), clientv3.WithCountOnly())
-	switch {
-	case err == nil:
-		return false, nil
-	case errors.Is(err, rpctypes.ErrCompacted):
-		return true, nil
-	case errors.Is(err, rpctypes.ErrFutureRev):
-		return false, nil
-	}
-	return false, fmt.Errorf("read %s at revision %d: %w", key, rev, err)
-}
-
-// ElectionKey is the lock name of the controller election.
-const ElectionKey = "_controller"
+const (
+	// ElectionKey is the lock name of the controller election.
+	ElectionKey = "_controller"
+	// GrantLeaseKey is the lock name that records the grant lease: held on the grant lease
+	// itself by the elected replica, so the lease's ID is its Holding.Lease.
+	GrantLeaseKey = "_grant-lease"
+)
 
 // lockKey maps a DistributedLock to its engine lock name. Kubernetes names cannot contain
 // "/", so the mapping is injective.

@@ -51,10 +51,14 @@ func (f *fixture) setReady(p *corev1.Pod, ready bool) {
 	})
 }
 
-// terminate marks every container terminated, as a kubelet reports a stopped pod.
+// terminate writes the kubelet's terminal update: every container terminated and the phase
+// Succeeded, in one update, as recorded on a real node for a graceful deletion
+// (../shared/reference/real-node/evidence/watch-e2e-web.txt, rv=306). Containers terminated
+// with the phase still Running would be a crash awaiting restart, not a stopped pod.
 func (f *fixture) terminate(p *corev1.Pod) {
 	f.t.Helper()
 	f.updatePodStatus(p, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodSucceeded
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}}
 	})

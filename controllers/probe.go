@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -14,7 +13,7 @@ import (
 // probeEtcd reads one key linearizably every interval and, when etcd's reachability
 // changes, wakes every lock so that EtcdAvailable follows it even for locks in steady state
 // (which otherwise see no event). It is a read: steady state still writes nothing.
-func (r *Reconciler) probeEtcd(ctx context.Context, cli *clientv3.Client, key string, interval time.Duration) {
+func (r *Reconciler) probeEtcd(ctx context.Context, interval time.Duration) {
 	up := true
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -25,7 +24,7 @@ func (r *Reconciler) probeEtcd(ctx context.Context, cli *clientv3.Client, key st
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, min(interval, 2*time.Second))
-		_, err := cli.Get(pctx, key, clientv3.WithCountOnly())
+		_, err := r.Engine.Inspect(pctx, GrantLeaseKey)
 		cancel()
 		if ctx.Err() != nil {
 			return

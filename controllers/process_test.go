@@ -57,7 +57,7 @@ func (f *fixture) startManager(identity string, extra ...string) *managerProc {
 	m := &managerProc{t: f.t, exited: make(chan struct{})}
 	m.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--etcd-endpoints", etcd.Endpoint,
 		"--etcd-prefix", f.prefix, "--election-ttl", "3s", "--etcd-lease-ttl", "13s",
-		"--identity", identity)
+		"--identity", identity, "--watch-namespaces", f.ns) // other tests' locks are not this manager's
 	if len(extra) == 0 {
 		extra = []string{"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 	}

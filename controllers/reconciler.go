@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,8 +28,9 @@ const (
 	// Finalizer holds a DistributedLock until its term has ended and its etcd key is gone.
 	Finalizer = "lockwarden.io/release"
 	// SkipEtcdCleanupAnnotation set to "true" on a lock being deleted lets it go without
-	// ending its term in etcd: for when etcd is gone for good. The grant, if any, expires
-	// with the grant lease.
+	// ending its term in etcd: for when etcd is gone for good. A grant left in a live etcd
+	// stays on the grant lease (which the active controller keeps renewing); a lock created
+	// again under the same name finds it and publishes it to the same holder and token.
 	SkipEtcdCleanupAnnotation = "lockwarden.io/skip-etcd-cleanup"
 	// DefaultCountDebounce is the least time between writes of status.eligibleCandidates
 	// alone.
@@ -43,9 +42,6 @@ const (
 	regressionRecheck = 10 * time.Second
 )
 
-// errDeposed means this replica lost its election; it must stop reconciling.
-var errDeposed = errors.New("controller election lost")
-
 // Reconciler reconciles DistributedLocks while this replica holds the controller election.
 type Reconciler struct {
 	// Client reads locks, pods and nodes from the cache and writes status and finalizers.
@@ -54,7 +50,7 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder emits an Event on every grant and term end.
 	Recorder events.EventRecorder
-	// Engine reads lock keys linearizably.
+	// Engine reads lock keys linearizably and writes them by token.
 	Engine Inspector
 	// Grants is the grant lease every grant hangs on.
 	Grants Grants
@@ -66,44 +62,46 @@ type Reconciler struct {
 	// Default DefaultCountDebounce.
 	CountDebounce time.Duration
 
+	once       sync.Once
 	mem        *memory
-	watchers   sync.WaitGroup // one per kept handle: wakes the lock when its grant ends
 	mu         sync.Mutex
 	queue      workqueue.TypedRateLimitingInterface[reconcile.Request]
-	handles    map[string]*lease.Lock // grants this replica holds a *lease.Lock for, by key
-	regressed  map[string]string      // locks in TokenRegression, by key: the reason
+	regressed  map[string]string // locks in TokenRegression, by key: the reason
 	phases     map[string]lockv1.Phase
 	phaseCount map[lockv1.Phase]int
 }
 
-// Reconcile runs one turn of the term lifecycle for a lock: read etcd, read the candidates,
-// decide, write etcd (guarded), then publish status once.
+// Reconcile runs one turn of the term lifecycle for a lock: gather (etcd, candidates, the
+// holder's evidence, this replica's clocks), decide (a pure function), apply (the guarded
+// etcd writes), then publish status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.init()
+	key := lockKey(req.Namespace, req.Name)
 	var lock lockv1.DistributedLock
 	if err := r.Client.Get(ctx, req.NamespacedName, &lock); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(lockKey(req.Namespace, req.Name))
+			r.forget(key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock: %w", err)
 	}
 	if !r.Election.Valid() {
-		return ctrl.Result{}, errDeposed
-	}
-	key := lockKey(lock.Namespace, lock.Name)
-	if epoch := r.Election.Token(); epoch < lock.Status.ControllerEpoch {
-		// The API server refuses a lower epoch, so this can only be reported, not published.
-		r.regression(ctx, &lock, key, fmt.Sprintf("controller epoch %d is below status.controllerEpoch %d: etcd was restored or replaced", epoch, lock.Status.ControllerEpoch))
-		return ctrl.Result{RequeueAfter: regressionRecheck}, nil
+		return ctrl.Result{}, ErrElectionLost
 	}
 	deleting := lock.DeletionTimestamp != nil
 	if deleting && !controllerutil.ContainsFinalizer(&lock, Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	if deleting && lock.Annotations[SkipEtcdCleanupAnnotation] == "true" {
+		// Before the epoch check: a replaced etcd (a regressed epoch) is what it is for.
 		return ctrl.Result{}, r.dropFinalizer(ctx, &lock)
 	}
+	if epoch := r.Election.Token(); epoch < lock.Status.ControllerEpoch {
+		// The API server refuses a lower epoch, so this can only be reported, not published.
+		r.regression(ctx, &lock, key, fmt.Sprintf("controller epoch %d is below status.controllerEpoch %d: etcd was restored or replaced", epoch, lock.Status.ControllerEpoch))
+		return ctrl.Result{RequeueAfter: regressionRecheck}, nil
+	}
+	fresh := false // the lock as the API server has it now, not as the cache had it
 	if !deleting && controllerutil.AddFinalizer(&lock, Finalizer) {
 		// Before any grant, so that deleting the lock always goes through the term's end.
 		// The turn goes on with the object the update returned (its resourceVersion is the
@@ -114,25 +112,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
+		r.mem.wrote(key, lock.UID, lock.ResourceVersion)
+		fresh = true
 	}
 
-	t := &turn{r: r, lock: &lock, key: key, st: *lock.Status.DeepCopy(), trigger: time.Now(), log: log.FromContext(ctx)}
-	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	h, err := r.Engine.Inspect(ictx, key)
-	cancel()
-	if err != nil {
-		r.Metrics.etcdError("inspect")
-		return ctrl.Result{}, t.etcdDown(ctx, err)
-	}
-	t.g, t.rev = grantFrom(h), h.Revision
-	t.readCandidates(ctx)
-	rctx, cancel := context.WithTimeout(ctx, 2*etcdTimeout)
-	err = t.run(rctx)
-	cancel()
-	if err != nil {
-		if errors.Is(err, lease.ErrGuardFailed) {
-			return ctrl.Result{}, errDeposed
+	t, err := r.turn(ctx, &lock, fresh)
+	if errors.Is(err, errStaleLock) {
+		var live lockv1.DistributedLock
+		if err := r.APIReader.Get(ctx, req.NamespacedName, &live); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil // deleted meanwhile; its event brings the next turn
+			}
+			return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
 		}
+		lock = live
+		t, err = r.turn(ctx, &lock, true)
+	}
+	switch {
+	case t != nil && t.gatherErr != nil:
+		return ctrl.Result{}, t.etcdDown(ctx, t.gatherErr)
+	case errors.Is(err, lease.ErrGuardFailed):
+		return ctrl.Result{}, fmt.Errorf("%w: %w", ErrElectionLost, err)
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil // the epoch write lost a race: read again
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	if err := t.publish(ctx); err != nil {
@@ -147,19 +150,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: t.requeue}, nil
 }
 
+// turn gathers, decides and applies one turn on lock (read from the cache, or uncached with
+// fresh); it returns errStaleLock when a decision needs the lock read uncached first.
+func (r *Reconciler) turn(ctx context.Context, lock *lockv1.DistributedLock, fresh bool) (*turn, error) {
+	key := lockKey(lock.Namespace, lock.Name)
+	t := &turn{r: r, lock: lock, key: key, st: *lock.Status.DeepCopy(), trigger: time.Now(), fresh: fresh}
+	if err := t.gather(ctx); err != nil {
+		t.gatherErr = err
+		return t, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*etcdTimeout)
+	defer cancel()
+	return t, t.run(rctx)
+}
+
 func (r *Reconciler) init() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mem == nil {
+	r.once.Do(func() {
 		r.mem = newMemory()
-		r.handles = map[string]*lease.Lock{}
 		r.regressed = map[string]string{}
 		r.phases = map[string]lockv1.Phase{}
 		r.phaseCount = map[lockv1.Phase]int{}
-	}
-	if r.CountDebounce == 0 {
-		r.CountDebounce = DefaultCountDebounce
-	}
+		if r.CountDebounce == 0 {
+			r.CountDebounce = DefaultCountDebounce
+		}
+	})
 }
 
 // Healthy reports whether every lock is free of token regression, for /readyz.
@@ -174,8 +188,8 @@ func (r *Reconciler) Healthy() error {
 
 // forget drops what this replica remembers of a deleted lock.
 func (r *Reconciler) forget(key string) {
+	r.mem.forget(key)
 	r.mu.Lock()
-	delete(r.handles, key)
 	delete(r.regressed, key)
 	r.Metrics.setPhases(r.setPhase(key, "")) // under r.mu: gauges set in the order the counts changed
 	r.mu.Unlock()
@@ -187,7 +201,7 @@ func (r *Reconciler) dropFinalizer(ctx context.Context, lock *lockv1.Distributed
 			return fmt.Errorf("remove finalizer: %w", err)
 		}
 	}
-	r.mem.forget(lock.UID)
+	r.mem.forget(lockKey(lock.Namespace, lock.Name))
 	return nil
 }
 
@@ -211,157 +225,6 @@ func (r *Reconciler) clearRegression(key string) {
 	delete(r.regressed, key)
 }
 
-// turn is one reconcile of one lock: what was read, and the status to publish.
-type turn struct {
-	r    *Reconciler
-	lock *lockv1.DistributedLock
-	key  string
-	log  interface {
-		Info(msg string, kv ...any)
-	}
-	trigger time.Time
-
-	g   grant // the key as read at the start of the turn, updated by this turn's writes
-	rev int64 // etcd revision of that read
-
-	selector labels.Selector
-	selErr   error
-	pods     []corev1.Pod // pods matched by the selector, from the cache
-
-	st            lockv1.DistributedLockStatus // status to publish
-	regressed     string                       // why the lock is in TokenRegression, if it is
-	requeue       time.Duration                // the soonest this turn wants to run again
-	onAck         []func()                     // run once the status write is acknowledged
-	events        []func()                     // emitted once the status write is acknowledged
-	dropFinalizer bool
-}
-
-// after asks for another turn within d.
-func (t *turn) after(d time.Duration) {
-	if d <= 0 {
-		d = 10 * time.Millisecond
-	}
-	if t.requeue == 0 || d < t.requeue {
-		t.requeue = d
-	}
-}
-
-// event queues an Event for after the status write.
-func (t *turn) event(related *corev1.Pod, typ, reason, action, format string, args ...any) {
-	t.events = append(t.events, func() {
-		var rel *corev1.Pod
-		if related != nil {
-			rel = related
-		}
-		if rel == nil {
-			t.r.Recorder.Eventf(t.lock, nil, typ, reason, action, format, args...)
-			return
-		}
-		t.r.Recorder.Eventf(t.lock, rel, typ, reason, action, format, args...)
-	})
-}
-
-func (t *turn) readCandidates(ctx context.Context) {
-	sel := t.lock.Spec.Candidates.Selector
-	if sel == nil {
-		t.selErr = errors.New("spec.candidates.selector is not set")
-		return
-	}
-	t.selector, t.selErr = metav1.LabelSelectorAsSelector(sel)
-	if t.selErr != nil {
-		return
-	}
-	pods, err := candidatePods(ctx, t.r.Client, t.lock, t.selector)
-	if err != nil {
-		t.selErr = fmt.Errorf("list candidate pods: %w", err)
-		return
-	}
-	t.pods = pods
-}
-
-// etcdDown publishes EtcdAvailable=False and leaves the phase alone.
-func (t *turn) etcdDown(ctx context.Context, cause error) error {
-	setCondition(&t.st, t.lock.Generation, lockv1.ConditionEtcdAvailable, false, lockv1.ReasonEtcdUnreachable, cause.Error())
-	if err := t.write(ctx, false); err != nil {
-		return fmt.Errorf("%w (and publish EtcdAvailable=False: %w)", cause, err)
-	}
-	return cause // the workqueue retries with exponential backoff
-}
-
-// publish completes the status and writes it if anything but the epoch changed.
-func (t *turn) publish(ctx context.Context) error {
-	gen := t.lock.Generation
-	t.st.ObservedGeneration = gen
-	setHeldCondition(&t.st, gen)
-	setCondition(&t.st, gen, lockv1.ConditionEtcdAvailable, true, lockv1.ReasonEtcdReachable, "etcd answered the last linearizable read")
-	if t.regressed != "" {
-		setCondition(&t.st, gen, lockv1.ConditionValid, false, lockv1.ReasonTokenRegression, t.regressed)
-	} else {
-		v := judge(&t.lock.Spec, t.selErr, t.pods)
-		setCondition(&t.st, gen, lockv1.ConditionValid, v.ok, v.reason, v.message)
-		if old := meta.FindStatusCondition(t.lock.Status.Conditions, lockv1.ConditionValid); !v.ok && (old == nil || old.Reason != v.reason) {
-			t.event(nil, corev1.EventTypeWarning, v.reason, "Judge", "%s", v.message)
-		}
-	}
-	return t.write(ctx, true)
-}
-
-// write writes t.st with the lock's resourceVersion as precondition, unless nothing but the
-// epoch or a not-yet-due candidate count changed.
-func (t *turn) write(ctx context.Context, withCount bool) error {
-	old := &t.lock.Status
-	count := old.EligibleCandidates
-	if withCount && t.selErr == nil {
-		count = countEligible(t.pods)
-	}
-	t.st.EligibleCandidates = old.EligibleCandidates
-	t.st.ControllerEpoch = old.ControllerEpoch
-	changed := !equality.Semantic.DeepEqual(old, &t.st)
-	countChanged := count != old.EligibleCandidates
-	if countChanged {
-		if due, wait := t.r.mem.countWriteDue(t.lock.UID, t.r.CountDebounce); due || changed {
-			t.st.EligibleCandidates = count
-		} else {
-			t.after(wait)
-			countChanged = false
-		}
-	}
-	if !changed && !countChanged {
-		t.acknowledged()
-		return nil
-	}
-	if !t.r.Election.Valid() {
-		return errDeposed
-	}
-	t.st.ControllerEpoch = max(old.ControllerEpoch, t.r.Election.Token())
-	t.lock.Status = t.st
-	if err := t.r.Client.Status().Update(ctx, t.lock); err != nil {
-		return fmt.Errorf("update status: %w", err)
-	}
-	if countChanged {
-		t.r.mem.countWrittenNow(t.lock.UID)
-	}
-	t.acknowledged()
-	return nil
-}
-
-// acknowledged runs what waited for the status write, and records the phase.
-func (t *turn) acknowledged() {
-	for _, f := range t.onAck {
-		f()
-	}
-	for _, e := range t.events {
-		e()
-	}
-	t.onAck, t.events = nil, nil
-	if t.regressed == "" {
-		t.r.clearRegression(t.key)
-	}
-	t.r.mu.Lock()
-	t.r.Metrics.setPhases(t.r.setPhase(t.key, t.st.Phase)) // under r.mu, as in forget
-	t.r.mu.Unlock()
-}
-
 // setPhase records the lock's published phase ("": forgotten) and returns a copy of the
 // counts by phase, kept as they change (counting every lock on every acknowledgement cost
 // O(locks) each, 11% of the manager's CPU while 10,000 locks were granted); r.mu must be
@@ -377,4 +240,19 @@ func (r *Reconciler) setPhase(key string, p lockv1.Phase) map[lockv1.Phase]int {
 		r.phaseCount[p]++
 	}
 	return maps.Clone(r.phaseCount)
+}
+
+// wake queues the lock named by an engine key ("<namespace>/<name>"); other keys (the
+// election, the grant lease record) are not locks.
+func (r *Reconciler) wake(key string) {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || name == "" {
+		return
+	}
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	}
 }

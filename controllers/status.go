@@ -26,6 +26,16 @@ func publishGrant(st *lockv1.DistributedLockStatus, pod string, g grant, leaseID
 	st.TermLeaseSeconds = g.rec.LeaseSeconds
 	st.LeaseID = fmt.Sprintf("%x", int64(leaseID))
 	st.AcquireTime = &now
+	for i := range st.History {
+		// A term still open here was superseded without a published end (its key vanished
+		// and a grant whose status write was lost replaced it): close it.
+		if h := &st.History[i]; h.Ended == nil {
+			h.Ended = &now
+			if h.Reason == "" || h.Reason == lockv1.ReasonGranted || h.Reason == lockv1.ReasonRegranted {
+				h.Reason = lockv1.ReasonKeyVanished
+			}
+		}
+	}
 	st.History = append([]lockv1.Term{{Holder: pod, HolderUID: g.holderUID, Token: g.token, Acquired: now, Reason: reason}}, st.History...)
 	if len(st.History) > lockv1.HistoryLimit {
 		st.History = st.History[:lockv1.HistoryLimit]
@@ -116,7 +126,9 @@ func judge(spec *lockv1.DistributedLockSpec, selErr error, pods []corev1.Pod) va
 		return validity{reason: lockv1.ReasonPreferredHolderAbsent,
 			message: fmt.Sprintf("preferred holder %q is not among the selected pods; granting as OldestReady", spec.PreferredHolder)}
 	}
-	return validity{ok: true, reason: lockv1.ReasonSpecValid, message: fmt.Sprintf("%d candidate pods selected", len(pods))}
+	// No count in the message: a condition that changed with every candidate pod would write
+	// status for each one (status.eligibleCandidates is the debounced count).
+	return validity{ok: true, reason: lockv1.ReasonSpecValid, message: "the selector matches candidate pods"}
 }
 
 func hasPod(pods []corev1.Pod, name string) bool {

@@ -133,10 +133,13 @@ func (f *fixture) startController(identity string, electionTTL time.Duration) fu
 	if err != nil {
 		f.t.Fatalf("manager: %v", err)
 	}
-	active := &controllers.Active{
+	active, err := controllers.NewActive(controllers.ActiveConfig{
 		Engine: f.engine, Manager: mgr, Identity: identity,
 		ElectionTTL: electionTTL, GrantTTL: electionTTL + 10*time.Second, MaxConcurrentReconciles: 2,
 		Metrics: controllers.NewMetrics(prometheus.NewRegistry()), Retry: 100 * time.Millisecond,
+	})
+	if err != nil {
+		f.t.Fatalf("controller config: %v", err)
 	}
 	if err := active.AddToManager(context.Background()); err != nil {
 		f.t.Fatalf("add controller: %v", err)

@@ -11,9 +11,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -39,7 +41,8 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 		return nil, err
 	}
 	cache := mgr.GetCache()
-	if err := c.Watch(source.Kind(cache, &lockv1.DistributedLock{}, &handler.TypedEnqueueRequestForObject[*lockv1.DistributedLock]{})); err != nil {
+	if err := c.Watch(source.Kind(cache, &lockv1.DistributedLock{}, &handler.TypedEnqueueRequestForObject[*lockv1.DistributedLock]{},
+		predicate.TypedFuncs[*lockv1.DistributedLock]{UpdateFunc: r.notOwnWrite})); err != nil {
 		return nil, err
 	}
 	if err := c.Watch(source.Kind(cache, &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(r.podToLocks))); err != nil {
@@ -48,7 +51,7 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 	if err := c.Watch(source.Kind(cache, &corev1.Node{}, handler.TypedEnqueueRequestsFromMapFunc(r.nodeToLocks))); err != nil {
 		return nil, err
 	}
-	// The queue, for handles whose grant ended (see keep).
+	// The queue, for the lock keys that change in etcd (see Active.lead, Engine.WatchLocks).
 	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -60,20 +63,43 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 	return c, nil
 }
 
-// podToLocks maps a pod event to the locks that select the pod or name it as holder, and
-// remembers an attested termination so that a pod deleted right after its containers
-// stopped still counts as attested.
+// notOwnWrite filters out the watch event of this replica's own write of a lock: the turn
+// that wrote it already asked for the next turn it needs (without this, every grant cost a
+// second reconcile). Any other change of the lock, a hand edit of its status included, is
+// reconciled.
+func (r *Reconciler) notOwnWrite(e event.TypedUpdateEvent[*lockv1.DistributedLock]) bool {
+	l := e.ObjectNew
+	return !r.mem.ownWrite(lockKey(l.Namespace, l.Name), l.UID, l.ResourceVersion)
+}
+
+// podToLocks maps a pod event to the locks that select the pod or name it as holder. For a
+// lock whose published holder it is, it remembers an attested termination (so that a pod
+// deleted right after its containers stopped still counts as attested in that term) and
+// drops the memory when the event shows a container running; an event that shows the holder
+// not eligible restarts its continuous eligibility.
 func (r *Reconciler) podToLocks(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
-	if attestedTerminated(pod, nil) {
-		r.mem.attest(pod.UID)
-	}
 	locks, err := locksFor(ctx, r.Client, pod)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "map pod to locks", "pod", client.ObjectKeyFromObject(pod))
 		return nil
 	}
+	stopped, running := attestedTerminated(pod, nil), anyRunning(pod)
 	reqs := make([]reconcile.Request, 0, len(locks))
 	for _, l := range locks {
+		if l.Status.HolderUID == pod.UID {
+			key := lockKey(l.Namespace, l.Name)
+			switch {
+			case stopped:
+				r.mem.attest(key, l.UID, pod.UID, l.Status.FencingToken)
+			case running:
+				r.mem.unattest(key, l.UID, pod.UID)
+			}
+			if !eligible(pod) {
+				// Continuous eligibility is broken by every event that shows otherwise, even
+				// one that a later event overtakes before the reconcile runs.
+				r.mem.holderEligibleFor(key, l.UID, false)
+			}
+		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
 	}
 	return reqs

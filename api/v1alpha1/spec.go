@@ -11,11 +11,14 @@ type Strategy string
 const (
 	// StrategyOldestReady grants the oldest eligible pod by creation time, ties broken by name.
 	StrategyOldestReady Strategy = "OldestReady"
-	// StrategyFirstReady grants the first pod the controller saw eligible.
+	// StrategyFirstReady grants the eligible pod that has been Ready the longest, by the
+	// last transition time of its Ready condition (the API server's record), ties broken by
+	// name.
 	StrategyFirstReady Strategy = "FirstReady"
-	// StrategyPreferred grants spec.preferredHolder once it has been continuously eligible
-	// for the lock delay, preempting another holder through Releasing; until then it behaves
-	// as OldestReady.
+	// StrategyPreferred grants spec.preferredHolder: at once when the lock has no holder and
+	// it is eligible; from another holder once the controller has seen it continuously
+	// eligible for the lock delay, ending that holder's term through Releasing and the delay.
+	// While the preferred pod is not eligible it behaves as OldestReady.
 	StrategyPreferred Strategy = "Preferred"
 )
 

@@ -72,7 +72,9 @@ type DistributedLockStatus struct {
 	// +optional
 	AcquireTime *metav1.Time `json:"acquireTime,omitempty"`
 
-	// Transitions counts the grants to a different holder over the lock's life.
+	// Transitions counts the terms published over the lock's life: every grant after a term
+	// ended (to another pod, or to the same pod after its key vanished). A Releasing term
+	// that returns to Held is the same term and is not counted.
 	// +optional
 	Transitions int64 `json:"transitions,omitempty"`
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"net"
 	"net/url"
 	"os"
@@ -34,6 +35,8 @@ type options struct {
 	pprofAddr          string
 	maxConcurrent      int
 	identity           string
+	namespaces         []string
+	rawNamespaces      string
 	zap                zap.Options
 	rawEndpoints       string
 }
@@ -68,6 +71,7 @@ func parseFlags(args []string, usage io.Writer) (*options, error) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of /debug/pprof/ ("0" disables; keep it on loopback)`)
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "locks reconciled in parallel")
+	fs.StringVar(&o.rawNamespaces, "watch-namespaces", "", "comma-separated namespaces whose locks and pods the manager watches (default: all; nodes are cluster-wide either way)")
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the election (default $POD_NAME, else hostname-pid)")
 	config.RegisterFlags(fs) // --kubeconfig
 	o.zap.BindFlags(fs)
@@ -176,6 +180,19 @@ func (o *options) validate() error {
 	}
 	if o.maxConcurrent < 1 {
 		return bad("max-concurrent-reconciles", "%d must be at least 1", o.maxConcurrent)
+	}
+	for _, ns := range strings.Split(o.rawNamespaces, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return bad("watch-namespaces", "%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		o.namespaces = append(o.namespaces, ns)
+	}
+	if o.rawNamespaces != "" && len(o.namespaces) == 0 {
+		return bad("watch-namespaces", "%q names no namespace", o.rawNamespaces)
 	}
 	if o.identity == "" {
 		o.identity = os.Getenv("POD_NAME")

@@ -41,6 +41,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--embedded-etcd-dir=" + dir, "--embedded-etcd-listen=10.0.0.1:2379"}, "--embedded-etcd-listen"},
 		{[]string{"--embedded-etcd-dir=" + dir, "--etcd-ca-file=" + cert}, "--embedded-etcd-dir"},
 		{[]string{ok, "--no-such-flag"}, "--no-such-flag"},
+		{[]string{ok, "--watch-namespaces=Shop"}, "--watch-namespaces"},
+		{[]string{ok, "--watch-namespaces=,"}, "--watch-namespaces"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -60,8 +62,15 @@ func TestGoodFlagsParse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
-	if len(o.etcdEndpoints) != 2 || o.electionTTL != 15*time.Second || o.grantTTL != 60*time.Second || o.etcdPrefix != "/lockwarden" {
+	if len(o.etcdEndpoints) != 2 || o.electionTTL != 15*time.Second || o.grantTTL != 60*time.Second || o.etcdPrefix != "/lockwarden" || o.namespaces != nil {
 		t.Errorf("options = %+v; want 2 endpoints and the documented defaults", o)
+	}
+	o, err = parseFlags([]string{"--etcd-endpoints=https://a:2379", "--watch-namespaces=shop, payments"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if got := strings.Join(o.namespaces, ","); got != "shop,payments" {
+		t.Errorf("--watch-namespaces parsed as %q, want shop,payments", got)
 	}
 }
 

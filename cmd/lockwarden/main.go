@@ -72,13 +72,13 @@ func run(ctx context.Context, o *options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         false, // the election is in etcd (controllers.Active)
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                  cacheOptions(o.namespaces),
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: false}},
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	active := &controllers.Active{
+	active, err := controllers.NewActive(controllers.ActiveConfig{
 		Engine:                  engine,
 		Manager:                 mgr,
 		Identity:                o.identity,
@@ -86,6 +86,9 @@ func run(ctx context.Context, o *options) error {
 		GrantTTL:                o.grantTTL,
 		MaxConcurrentReconciles: o.maxConcurrent,
 		Metrics:                 controllers.NewMetrics(metrics.Registry),
+	})
+	if err != nil {
+		return err
 	}
 	if err := active.AddToManager(ctx); err != nil {
 		return err
@@ -102,7 +105,7 @@ func run(ctx context.Context, o *options) error {
 	})); err != nil {
 		return err
 	}
-	etcdReady := &etcdCheck{cli: cli, key: o.etcdPrefix + "/controller/grant-lease"}
+	etcdReady := &etcdCheck{cli: cli, key: engine.Path(controllers.GrantLeaseKey)}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -117,4 +120,18 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	return nil
+}
+
+// cacheOptions strips managedFields from cached objects (they are most of a pod's bytes and
+// the controller never reads them) and, with --watch-namespaces, limits the lock and pod
+// caches to those namespaces.
+func cacheOptions(namespaces []string) cache.Options {
+	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
 }

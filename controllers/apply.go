@@ -1,0 +1,270 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/lease"
+)
+
+// errStaleLock asks Reconcile to read the lock uncached and run the turn again.
+var errStaleLock = errors.New("decision needs the lock read uncached")
+
+// writesEtcd reports whether applying d writes etcd.
+func writesEtcd(d decision) bool {
+	switch d.verb {
+	case actDropStale, actDiscard, actGrant, actRegrant, actRelease, actKeep, actEnd:
+		return true
+	}
+	return false
+}
+
+// maxSteps bounds the decisions of one turn: a discard or a stale-grant clean-up is followed
+// by one more decision, never by a loop.
+const maxSteps = 3
+
+// run decides and applies until a decision needs no further step; the status to publish is
+// left in t.st.
+func (t *turn) run(ctx context.Context) error {
+	for range maxSteps {
+		d := decide(&t.in)
+		if !t.fresh && writesEtcd(d) {
+			// A decision that writes etcd is taken on the lock as the API server has it now,
+			// never on a cache that may not show this replica's last status write yet (a
+			// stale Held of the previous holder would make a just-published grant look
+			// unpublished and be discarded).
+			return errStaleLock
+		}
+		again, err := t.apply(ctx, d)
+		if err != nil || !again {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: no decision after %d steps", t.key, maxSteps)
+}
+
+// apply performs one decision: the guarded etcd writes, then the status it stages. again
+// asks for one more decision on the updated input.
+func (t *turn) apply(ctx context.Context, d decision) (again bool, err error) {
+	st := &t.st
+	switch d.verb {
+	case actWait:
+		if st.HolderUID == "" {
+			st.Phase = lockv1.PhasePending
+		}
+		t.after(d.requeue)
+	case actRegress:
+		t.regressed = d.why
+		t.r.regression(ctx, t.lock, t.key, d.why)
+		t.after(d.requeue)
+	case actDropStale:
+		// A grant older than the published term, in an etcd whose history up to every
+		// published token is compacted away and whose revision is above them: it was never
+		// published after the term status names, so no pod leads by it.
+		stale := t.in.g.token
+		if err := t.releaseKey(ctx); err != nil {
+			return false, err
+		}
+		t.event(nil, corev1.EventTypeNormal, lockv1.ReasonKeyVanished, "Cleanup",
+			"deleted a stale etcd grant (token %d) left by a restore with --bump-revision; etcd revision %d is above every published token", stale, t.in.rev)
+		return true, nil
+	case actDiscard:
+		// No pod leads by an unpublished grant: deleting it ends nothing.
+		if err := t.releaseKey(ctx); err != nil {
+			return false, err
+		}
+		return true, nil
+	case actAdopt:
+		t.adopt()
+	case actSuspend:
+		st.Phase = lockv1.PhaseSuspended
+	case actDropFinalizer:
+		t.dropFinalizer = true
+	case actGrant:
+		st.Phase = lockv1.PhasePending
+		return false, t.grantTo(ctx, d.next, d.reason)
+	case actRegrant:
+		publishEnd(st, lockv1.ReasonKeyVanished, metav1.Now())
+		return false, t.grantTo(ctx, d.next, d.reason)
+	case actRelease:
+		return false, t.startReleasing(ctx, d.reason, d.restart)
+	case actPublishReleasing:
+		publishReleasing(st, d.reason)
+		t.ackReleasing()
+	case actKeep:
+		return false, t.keep(ctx)
+	case actEnd:
+		return false, t.end(ctx, d)
+	default:
+		return false, fmt.Errorf("%s: unknown decision %d", t.key, d.verb)
+	}
+	return false, nil
+}
+
+// adopt publishes the grant that etcd has and status does not, as recorded.
+func (t *turn) adopt() {
+	g, st := t.in.g, &t.st
+	if st.HolderUID != "" && st.HolderUID != g.holderUID {
+		// The published term ended in a turn whose status write was lost: attested, or after
+		// its Releasing, whose reason is on the open term.
+		reason := lockv1.ReasonHolderTerminated
+		if st.Phase == lockv1.PhaseReleasing {
+			reason = releasingReason(st)
+		}
+		publishEnd(st, reason, metav1.Now())
+	}
+	publishGrant(st, g.rec.Name, g, g.lease, lockv1.ReasonGranted, metav1.Now())
+	if g.rec.Phase == lockv1.PhaseReleasing {
+		publishReleasing(st, g.rec.Reason)
+		t.ackReleasing()
+	}
+}
+
+// startReleasing records Releasing in etcd (guarded), then publishes it; the lock delay
+// counts from the acknowledgement of that status write. With restart the status already
+// says Releasing: the write that restarts the wait changes the Held condition's message.
+func (t *turn) startReleasing(ctx context.Context, reason string, restart bool) error {
+	if t.in.g.present() {
+		rec := t.in.g.rec
+		rec.Phase, rec.Reason, rec.Epoch = lockv1.PhaseReleasing, reason, t.in.epoch
+		if err := t.updateRecord(ctx, rec); err != nil {
+			return err
+		}
+	}
+	publishReleasing(&t.st, reason)
+	t.restarted = restart
+	t.ackReleasing()
+	if restart {
+		t.event(nil, corev1.EventTypeWarning, reason, "Release", "term of %s (token %d): etcd recorded it Held again while status said Releasing; the lock delay starts again", t.st.Holder, t.st.FencingToken)
+	} else {
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: %s; the next grant waits the lock delay", t.st.Holder, t.st.FencingToken, reason)
+	}
+	return nil
+}
+
+// ackReleasing starts the lock delay of the published term once its Releasing status write
+// is acknowledged, and asks for the turn that ends the wait (nothing else may wake the lock:
+// its own write's event is filtered, and a NotReady holder sends no more events).
+func (t *turn) ackReleasing() {
+	key, uid, token := t.key, t.lock.UID, t.st.FencingToken
+	t.onAck = append(t.onAck, func() { t.r.mem.releasingAcknowledged(key, uid, token) })
+	t.after(releaseWait(&t.lock.Spec, &t.st))
+}
+
+// keep puts a Releasing term whose holder is eligible again back to Held, same token.
+func (t *turn) keep(ctx context.Context) error {
+	rec := t.in.g.rec
+	rec.Phase, rec.Reason, rec.Epoch = lockv1.PhaseHeld, "", t.in.epoch
+	if err := t.updateRecord(ctx, rec); err != nil {
+		return err
+	}
+	publishReturn(&t.st)
+	key, uid := t.key, t.lock.UID
+	t.onAck = append(t.onAck, func() { t.r.mem.returned(key, uid) })
+	t.event(t.in.holder.pod, corev1.EventTypeNormal, lockv1.ReasonGranted, "Keep", "%s is eligible again; term with token %d continues", t.st.Holder, t.st.FencingToken)
+	return nil
+}
+
+// end ends the published term (deleting its key, guarded) and grants the next candidate at
+// once, if the decision names one.
+func (t *turn) end(ctx context.Context, d decision) error {
+	if t.in.g.present() {
+		if err := t.releaseKey(ctx); err != nil {
+			return err
+		}
+	}
+	t.event(nil, corev1.EventTypeNormal, d.reason, "End", "term of %s (token %d) ended: %s", t.st.Holder, t.st.FencingToken, d.reason)
+	t.r.Metrics.transition(d.reason)
+	publishEnd(&t.st, d.reason, metav1.Now())
+	key, uid := t.key, t.lock.UID
+	t.onAck = append(t.onAck, func() { t.r.mem.termEnded(key, uid) })
+	switch {
+	case t.in.deleting:
+		t.dropFinalizer = true
+	case t.lock.Spec.Suspend:
+		t.st.Phase = lockv1.PhaseSuspended
+	case d.next != nil:
+		return t.grantTo(ctx, d.next, lockv1.ReasonGranted)
+	}
+	return nil
+}
+
+// grantTo grants the lock to pod in one guarded etcd transaction, then stages the status.
+func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string) error {
+	if err := t.recordEpoch(ctx); err != nil {
+		return err
+	}
+	rec := record{
+		Name: pod.Name, Phase: lockv1.PhaseHeld, Strategy: t.lock.Spec.Strategy,
+		LeaseSeconds: t.lock.Spec.LeaseDurationSeconds, Epoch: t.in.epoch,
+	}
+	token, err := t.r.Grants.Grant(ctx, t.key, string(pod.UID), lease.WithRecord(rec.encode()), lease.WithGuard(t.r.Election.IsOwner()))
+	if err != nil {
+		var held *lease.HeldError
+		if errors.As(err, &held) {
+			t.after(100 * time.Millisecond) // someone else's grant: read it next turn
+			return nil
+		}
+		t.r.Metrics.etcdError("grant")
+		return fmt.Errorf("grant %s to %s: %w", t.key, pod.Name, err) // an ambiguous outcome is settled by the next read
+	}
+	g := grant{holderUID: pod.UID, token: token, lease: t.r.Grants.ID(), rec: rec}
+	if token <= t.st.MaxFencingToken {
+		t.in.g = g
+		why := fmt.Sprintf("etcd granted token %d, at or below status.maxFencingToken %d", token, t.st.MaxFencingToken)
+		t.regressed = why
+		t.r.regression(ctx, t.lock, t.key, why)
+		t.after(regressionRecheck)
+		return nil
+	}
+	t.in.g = g
+	if failpoint("drop-status-after-grant") {
+		return errors.New("failpoint drop-status-after-grant: grant committed, status write dropped")
+	}
+	publishGrant(&t.st, pod.Name, g, g.lease, reason, metav1.Now())
+	t.r.Metrics.granted(reason, time.Since(t.trigger))
+	key, uid := t.key, t.lock.UID
+	t.onAck = append(t.onAck, func() {
+		if d, ok := t.r.mem.granted(key, uid); ok {
+			t.r.Metrics.unheld(d)
+		}
+	})
+	t.event(pod, corev1.EventTypeNormal, reason, "Grant", "granted to %s with token %d", pod.Name, token)
+	return nil
+}
+
+// updateRecord replaces the record on the current grant (guarded by token and election).
+func (t *turn) updateRecord(ctx context.Context, rec record) error {
+	if err := t.recordEpoch(ctx); err != nil {
+		return err
+	}
+	if err := t.r.Engine.UpdateRecord(ctx, t.key, t.in.g.token, rec.encode(), lease.WithGuard(t.r.Election.IsOwner())); err != nil {
+		t.r.Metrics.etcdError("update")
+		return fmt.Errorf("record %s on %s: %w", rec.Phase, t.key, err)
+	}
+	t.in.g.rec = rec
+	return nil
+}
+
+// releaseKey deletes the current grant's key (guarded by token and election).
+func (t *turn) releaseKey(ctx context.Context) error {
+	if err := t.recordEpoch(ctx); err != nil {
+		return err
+	}
+	err := t.r.Engine.Release(ctx, t.key, t.in.g.token, lease.WithGuard(t.r.Election.IsOwner()))
+	if err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		t.r.Metrics.etcdError("release")
+		return fmt.Errorf("end term on %s: %w", t.key, err)
+	}
+	t.in.g = grant{}
+	if failpoint("lose-release-reply") {
+		return errors.New("failpoint lose-release-reply: release committed, reply reported lost")
+	}
+	return nil
+}

@@ -1,0 +1,263 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// A turn is gather (input), decide (a pure function of the input), apply (the guarded etcd
+// writes, then one status write). decide implements DESIGN.md's term-lifecycle table; each
+// row is a case below, and decide_test.go tests every one without an API server.
+
+// input is everything one turn knows: the lock, what etcd holds, the candidates, the
+// evidence about the published holder and the durations this replica measured.
+type input struct {
+	spec     *lockv1.DistributedLockSpec
+	deleting bool
+	// status is the published status.
+	status *lockv1.DistributedLockStatus
+	// epoch is this replica's controller epoch (its election token).
+	epoch int64
+	// g is the lock key as read linearizably at the start of the turn; rev the revision.
+	g   grant
+	rev int64
+	// restoredStale: etcd holds a grant older than the published term, etcd's revision is
+	// above every published token and its history up to them is compacted away: the
+	// leftover of the documented restore with --bump-revision --mark-compacted.
+	restoredStale bool
+	// pods are the candidates the selector matches; selector is nil when it is invalid.
+	pods     []corev1.Pod
+	selector labels.Selector
+	holder   evidence
+	clocks   clocks
+}
+
+// evidence is what is known about the published holder.
+type evidence struct {
+	// pod is the holder pod when it exists with the published UID (cache, or uncached GET).
+	pod *corev1.Pod
+	// gone: the API server said NotFound, or the name now has another UID.
+	gone bool
+	// node is the holder's node, when known.
+	node *corev1.Node
+	// remembered: a pod event attested the holder's termination in this term.
+	remembered bool
+}
+
+// clocks are durations this replica measured on its own monotonic clock.
+type clocks struct {
+	// releasing: how long the published Releasing term has been waited, counted from the
+	// acknowledgement of its status write or from this replica's first observation of it.
+	releasing time.Duration
+	// eligibleAgain: how long the Releasing holder has been continuously eligible again.
+	eligibleAgain time.Duration
+	// mayReturn: a return to Held is allowed (at most once per lockDelay window, not after
+	// two within 4 x lockDelay).
+	mayReturn bool
+	// preferred: how long the preferred pod has been continuously eligible.
+	preferred time.Duration
+}
+
+// verb is what a turn does.
+type action int
+
+const (
+	// actWait: no etcd write; publish what changed (conditions, count), ask again after requeue.
+	actWait action = iota
+	// grant the lock to next (no published holder).
+	actGrant
+	// actRegrant: the key vanished while the holder stayed eligible; a new term for it.
+	actRegrant
+	// actRelease: record Releasing in etcd, publish it, start the lock delay at its
+	// acknowledgement. With restart, etcd said Held while status said Releasing: the wait
+	// starts again.
+	actRelease
+	// actPublishReleasing: etcd recorded Releasing that status does not show yet.
+	actPublishReleasing
+	// actKeep: a Releasing holder eligible again goes back to Held, same token.
+	actKeep
+	// actEnd the term (delete the key, guarded) and grant next at once, if any.
+	actEnd
+	// actAdopt: publish a grant etcd has and status does not.
+	actAdopt
+	// actDiscard: delete an unpublished grant that may not replace the published Held holder
+	// yet, then decide again (the published term's key is gone).
+	actDiscard
+	// actDropStale: delete the stale grant of a bumped restore, then decide again.
+	actDropStale
+	// actRegress: token regression; grant nothing.
+	actRegress
+	// actSuspend: no holder, spec.suspend: phase Suspended.
+	actSuspend
+	// actDropFinalizer: a deleted lock without a term: let it go.
+	actDropFinalizer
+)
+
+// decision is the outcome of decide.
+type decision struct {
+	verb   action
+	reason string
+	// next is the pod to grant (grantNext, regrant, end).
+	next *corev1.Pod
+	// restart: release starts the wait again (etcd said Held while status said Releasing).
+	restart bool
+	// requeue asks for another turn within this duration (0: none).
+	requeue time.Duration
+	// why explains a regression.
+	why string
+}
+
+// decide runs the term-lifecycle table on in.
+func decide(in *input) decision {
+	st, g := in.status, in.g
+	switch {
+	case g.present() && g.token <= st.MaxFencingToken && g.token != st.FencingToken && in.restoredStale:
+		return decision{verb: actDropStale, reason: lockv1.ReasonKeyVanished}
+	case g.present() && g.token <= st.MaxFencingToken && g.token != st.FencingToken:
+		return decision{verb: actRegress, requeue: regressionRecheck, why: fmt.Sprintf("etcd holds token %d, at or below status.maxFencingToken %d and not the published token %d",
+			g.token, st.MaxFencingToken, st.FencingToken)}
+	case !g.present() && in.rev < st.MaxFencingToken:
+		return decision{verb: actRegress, requeue: regressionRecheck, why: fmt.Sprintf("etcd is at revision %d, below status.maxFencingToken %d", in.rev, st.MaxFencingToken)}
+	case g.present() && g.token > st.MaxFencingToken:
+		return decideUnpublished(in)
+	case st.HolderUID == "":
+		return decideNoHolder(in)
+	case st.Phase == lockv1.PhaseReleasing:
+		return decideReleasing(in)
+	}
+	return decideHeld(in)
+}
+
+// decideUnpublished handles a grant that etcd has and status does not: a grant whose status
+// write was lost or whose outcome was ambiguous. It is published as recorded, unless status
+// still shows another holder Held whose end is not attested: that term must go through
+// Releasing and the delay first, so the unpublished grant (which no pod leads by) is deleted.
+func decideUnpublished(in *input) decision {
+	st := in.status
+	if st.HolderUID != "" && st.HolderUID != in.g.holderUID && st.Phase != lockv1.PhaseReleasing {
+		if e := termEnd(in); !e.attested {
+			return decision{verb: actDiscard}
+		}
+	}
+	return decision{verb: actAdopt}
+}
+
+// decideNoHolder grants the lock when a candidate is eligible.
+func decideNoHolder(in *input) decision {
+	switch {
+	case in.deleting:
+		return decision{verb: actDropFinalizer}
+	case in.spec.Suspend:
+		return decision{verb: actSuspend}
+	}
+	if next := choose(in.spec, in.pods, ""); next != nil {
+		return decision{verb: actGrant, reason: lockv1.ReasonGranted, next: next}
+	}
+	return decision{verb: actWait}
+}
+
+// decideHeld handles a published Held term.
+func decideHeld(in *input) decision {
+	e := termEnd(in)
+	switch {
+	case !in.g.present() && e.attested: // e.g. our own release whose reply was lost
+		return endTerm(in, e.reason)
+	case !in.g.present() && e.reason == "" && e.pod == nil:
+		// The key vanished and the API server could not be asked about the holder: decide
+		// once it answers.
+		return decision{verb: actWait, requeue: e.recheck}
+	case !in.g.present() && e.reason == "":
+		// The key vanished (controller down past the grant lease, operator action) but the
+		// holder is still eligible: a new term for it, with a new token.
+		return decision{verb: actRegrant, reason: lockv1.ReasonRegranted, next: e.pod}
+	case !in.g.present():
+		return decision{verb: actRelease, reason: lockv1.ReasonKeyVanished}
+	case in.g.rec.Phase == lockv1.PhaseReleasing:
+		return decision{verb: actPublishReleasing, reason: in.g.rec.Reason}
+	case e.attested:
+		return endTerm(in, e.reason)
+	case e.reason != "":
+		return decision{verb: actRelease, reason: e.reason}
+	}
+	return decision{verb: actWait, requeue: e.recheck}
+}
+
+// decideReleasing handles a published Releasing term: back to Held, on to the next, or wait.
+func decideReleasing(in *input) decision {
+	st, g := in.status, in.g
+	e := termEnd(in)
+	if e.attested {
+		return endTerm(in, e.reason)
+	}
+	ours := g.present() && g.token == st.FencingToken
+	if ours && g.rec.Phase == lockv1.PhaseHeld {
+		// etcd says Held, status says Releasing: a return to Held whose status write was lost
+		// or is still in flight (a deposed replica's). Record Releasing again and count the
+		// delay from the acknowledgement of a new status write, which that late write can no
+		// longer overtake.
+		reason := e.reason
+		if reason == "" {
+			reason = releasingReason(st)
+		}
+		return decision{verb: actRelease, reason: reason, restart: true}
+	}
+	wait := releaseWait(in.spec, st)
+	var requeue time.Duration
+	if e.reason == "" && ours {
+		need := returnAfter(st)
+		switch {
+		case in.clocks.eligibleAgain >= need && in.clocks.mayReturn:
+			return decision{verb: actKeep, reason: lockv1.ReasonGranted}
+		case in.clocks.eligibleAgain < need:
+			requeue = need - in.clocks.eligibleAgain
+		}
+	}
+	if in.clocks.releasing < wait {
+		return decision{verb: actWait, requeue: minPositive(requeue, wait-in.clocks.releasing)}
+	}
+	return endTerm(in, releasingReason(st))
+}
+
+// endTerm ends the published term for reason and grants the next eligible candidate, if
+// any (not for a deleted or suspended lock).
+func endTerm(in *input, reason string) decision {
+	d := decision{verb: actEnd, reason: reason}
+	if !in.deleting && !in.spec.Suspend {
+		d.next = choose(in.spec, in.pods, string(in.status.HolderUID))
+	}
+	return d
+}
+
+// releasingReason is why the published Releasing term is ending.
+func releasingReason(st *lockv1.DistributedLockStatus) string {
+	if open := openTerm(st); open != nil && open.Reason != "" && open.Reason != lockv1.ReasonGranted && open.Reason != lockv1.ReasonRegranted {
+		return open.Reason
+	}
+	return lockv1.ReasonHolderNotReady
+}
+
+// releaseWait is max(lockDelaySeconds, termLeaseSeconds).
+func releaseWait(spec *lockv1.DistributedLockSpec, st *lockv1.DistributedLockStatus) time.Duration {
+	return time.Duration(max(spec.EffectiveLockDelaySeconds(), st.TermLeaseSeconds)) * time.Second
+}
+
+// returnAfter is how long a Releasing holder must be continuously eligible to go back to
+// Held: max(L/3, 2 s) of the term's lease.
+func returnAfter(st *lockv1.DistributedLockStatus) time.Duration {
+	return max(time.Duration(st.TermLeaseSeconds)*time.Second/3, 2*time.Second)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

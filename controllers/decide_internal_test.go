@@ -1,0 +1,204 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// A table of decide against every row of DESIGN.md's term-lifecycle table, without an API
+// server. The envtest tests then prove the wiring (gather and apply), not the rules.
+
+const (
+	tok     = 100 // the published term's token
+	lockDly = 15  // lockDelaySeconds
+)
+
+// scene builds an input: holder a-0 (uid-a-0) published Held with token tok, its key in etcd.
+type scene struct{ in input }
+
+func newScene() *scene {
+	spec := &lockv1.DistributedLockSpec{
+		Candidates:           lockv1.Candidates{},
+		LeaseDurationSeconds: 10, LockDelaySeconds: new(int32(lockDly)), Strategy: lockv1.StrategyOldestReady,
+	}
+	st := &lockv1.DistributedLockStatus{
+		Phase: lockv1.PhaseHeld, Holder: "a-0", HolderUID: "uid-a-0", FencingToken: tok, MaxFencingToken: tok,
+		TermLeaseSeconds: 10, ControllerEpoch: 5,
+		History: []lockv1.Term{{Holder: "a-0", HolderUID: "uid-a-0", Token: tok, Reason: lockv1.ReasonGranted}},
+	}
+	a0, a1 := testPod("a-0", created(1)), testPod("a-1", created(2))
+	s := &scene{in: input{
+		spec: spec, status: st, epoch: 5, rev: tok + 10,
+		g:        grant{holderUID: "uid-a-0", token: tok, rec: record{Name: "a-0", Phase: lockv1.PhaseHeld, Strategy: lockv1.StrategyOldestReady, LeaseSeconds: 10}},
+		pods:     []corev1.Pod{*a0, *a1},
+		selector: labels.SelectorFromSet(labels.Set{"app": "a"}),
+	}}
+	s.in.holder.pod = &s.in.pods[0]
+	return s
+}
+
+func (s *scene) holder(opts ...podOpt) *scene {
+	for _, o := range opts {
+		o(s.in.holder.pod)
+	}
+	return s
+}
+func (s *scene) gone() *scene {
+	s.in.holder.pod, s.in.holder.gone = nil, true
+	s.in.pods = s.in.pods[1:]
+	return s
+}
+func (s *scene) releasing(waited time.Duration) *scene {
+	s.in.status.Phase = lockv1.PhaseReleasing
+	s.in.status.History[0].Reason = lockv1.ReasonHolderNotReady
+	s.in.g.rec.Phase, s.in.g.rec.Reason = lockv1.PhaseReleasing, lockv1.ReasonHolderNotReady
+	s.in.clocks.releasing = waited
+	return s
+}
+func (s *scene) noKey() *scene            { s.in.g = grant{}; return s }
+func (s *scene) do(f func(*input)) *scene { f(&s.in); return s }
+func (s *scene) onlyCandidate() *scene    { s.in.pods = s.in.pods[:1]; return s }
+func (s *scene) noHolderPublished() *scene {
+	s.in.status.Phase, s.in.status.Holder, s.in.status.HolderUID, s.in.status.FencingToken = lockv1.PhasePending, "", "", 0
+	s.in.g, s.in.holder = grant{}, evidence{}
+	return s
+}
+
+func TestDecide(t *testing.T) {
+	wait := time.Duration(lockDly) * time.Second
+	type want struct {
+		verb    action
+		reason  string
+		next    string // pod name granted, "" none
+		restart bool
+		requeue time.Duration // checked when non-zero
+	}
+	for _, tc := range []struct {
+		row   string
+		scene *scene
+		want  want
+	}{
+		// No holder published.
+		{"no holder, an eligible candidate: grant the oldest", newScene().noHolderPublished(), want{verb: actGrant, reason: lockv1.ReasonGranted, next: "a-0"}},
+		{"no holder, none eligible: wait", newScene().noHolderPublished().do(func(in *input) {
+			for i := range in.pods {
+				notReady()(&in.pods[i])
+			}
+		}), want{verb: actWait}},
+		{"no holder, suspended", newScene().noHolderPublished().do(func(in *input) { in.spec.Suspend = true }), want{verb: actSuspend}},
+		{"no holder, lock deleted: drop the finalizer", newScene().noHolderPublished().do(func(in *input) { in.deleting = true }), want{verb: actDropFinalizer}},
+		// Holder eligible: nothing.
+		{"holder eligible: nothing", newScene(), want{verb: actWait}},
+		// Attested termination: end at once, grant the next.
+		{"attested: Succeeded, all terminated", newScene().holder(deleting(), phase(corev1.PodSucceeded), containers(terminated("app", 0))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		{"attested: Failed, all terminated", newScene().holder(phase(corev1.PodFailed), containers(terminated("app", 1))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		{"attested: node out of service", newScene().do(func(in *input) { in.holder.node = taintedNode(OutOfServiceTaint) }), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		{"attested: remembered from a pod event, object gone", newScene().gone().do(func(in *input) { in.holder.remembered = true }), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		{"attested while Releasing: end at once", newScene().releasing(time.Second).holder(phase(corev1.PodSucceeded), containers(terminated("app", 0))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		// Not attested: a live or restarting process.
+		{"crash awaiting restart: Releasing", newScene().holder(notReady(), containers(terminated("app", 2))), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"running sidecar during deletion: Releasing", newScene().holder(deleting(), notReady(), containers(terminated("app", 0)), sidecar(running("side"))), want{verb: actRelease, reason: lockv1.ReasonHolderTerminating}},
+		{"PodGC's Failed with containers running: Releasing", newScene().holder(phase(corev1.PodFailed), notReady()), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		// Every other end goes through Releasing.
+		{"pod gone (uncached GET)", newScene().gone(), want{verb: actRelease, reason: lockv1.ReasonHolderGone}},
+		{"NotReady", newScene().holder(notReady()), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"terminating", newScene().holder(deleting()), want{verb: actRelease, reason: lockv1.ReasonHolderTerminating}},
+		{"selector no longer matches", newScene().holder(labelled("app", "b")), want{verb: actRelease, reason: lockv1.ReasonSelectorChanged}},
+		{"suspend", newScene().do(func(in *input) { in.spec.Suspend = true }), want{verb: actRelease, reason: lockv1.ReasonSuspended}},
+		{"strategy changed", newScene().do(func(in *input) { in.spec.Strategy = lockv1.StrategyFirstReady }), want{verb: actRelease, reason: lockv1.ReasonStrategyChanged}},
+		{"lock deleted", newScene().do(func(in *input) { in.deleting = true }), want{verb: actRelease, reason: lockv1.ReasonDeleted}},
+		{"Preferred: preferred pod eligible for the lock delay: preempt", newScene().do(func(in *input) {
+			in.spec.Strategy, in.spec.PreferredHolder = lockv1.StrategyPreferred, "a-1"
+			in.g.rec.Strategy, in.clocks.preferred = lockv1.StrategyPreferred, wait
+		}), want{verb: actRelease, reason: lockv1.ReasonPreempted}},
+		{"Preferred: preferred pod eligible for less: wait the rest", newScene().do(func(in *input) {
+			in.spec.Strategy, in.spec.PreferredHolder = lockv1.StrategyPreferred, "a-1"
+			in.g.rec.Strategy, in.clocks.preferred = lockv1.StrategyPreferred, wait-time.Second
+		}), want{verb: actWait, requeue: time.Second}},
+		{"API server not answering about the holder: keep, ask again", newScene().do(func(in *input) { in.holder = evidence{}; in.pods = in.pods[1:] }), want{verb: actWait, requeue: time.Second}},
+		// Releasing: the delay, counted from the acknowledgement (or first observation).
+		{"Releasing, delay not over: wait the rest", newScene().releasing(wait - 2*time.Second).holder(notReady()), want{verb: actWait, requeue: 2 * time.Second}},
+		{"Releasing, delay over: end, grant the next", newScene().releasing(wait).holder(notReady()), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady, next: "a-1"}},
+		{"Releasing, delay over, only the holder: end, nobody next", newScene().releasing(wait).holder(notReady()).onlyCandidate(), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady}},
+		{"Releasing a deleted lock, delay over: end, nobody next", newScene().releasing(wait).do(func(in *input) { in.deleting = true }), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady}},
+		{"Releasing, termLeaseSeconds above the lock delay: waits for it", newScene().releasing(wait).holder(notReady()).do(func(in *input) { in.status.TermLeaseSeconds = lockDly + 5 }), want{verb: actWait, requeue: 5 * time.Second}},
+		// Holder eligible again while Releasing.
+		{"eligible again for max(L/3, 2 s): back to Held", newScene().releasing(time.Second).do(func(in *input) { in.clocks.eligibleAgain, in.clocks.mayReturn = 4*time.Second, true }), want{verb: actKeep, reason: lockv1.ReasonGranted}},
+		{"eligible again, not long enough: wait", newScene().releasing(time.Second).do(func(in *input) { in.clocks.eligibleAgain, in.clocks.mayReturn = time.Second, true }), want{verb: actWait, requeue: 10*time.Second/3 - time.Second}},
+		{"eligible again but bounced twice: moves on after the delay", newScene().releasing(wait).do(func(in *input) { in.clocks.eligibleAgain, in.clocks.mayReturn = 4*time.Second, false }), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady, next: "a-1"}},
+		// etcd and status disagree about the phase.
+		{"status Releasing, etcd Held (a late return): Releasing again, wait restarts", newScene().releasing(wait).do(func(in *input) { in.g.rec.Phase = lockv1.PhaseHeld }).holder(notReady()), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady, restart: true}},
+		{"status Releasing, etcd Held, holder eligible: Releasing again too", newScene().releasing(wait).do(func(in *input) { in.g.rec.Phase = lockv1.PhaseHeld }), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady, restart: true}},
+		{"status Held, etcd Releasing: publish Releasing", newScene().do(func(in *input) {
+			in.g.rec.Phase, in.g.rec.Reason = lockv1.PhaseReleasing, lockv1.ReasonPreempted
+		}), want{verb: actPublishReleasing, reason: lockv1.ReasonPreempted}},
+		// The key vanished.
+		{"key vanished, holder eligible: a new term for it", newScene().noKey(), want{verb: actRegrant, reason: lockv1.ReasonRegranted, next: "a-0"}},
+		{"key vanished, holder NotReady: Releasing", newScene().noKey().holder(notReady()), want{verb: actRelease, reason: lockv1.ReasonKeyVanished}},
+		{"key vanished, holder attested: end at once", newScene().noKey().holder(phase(corev1.PodSucceeded), containers(terminated("app", 0))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		// Unpublished grants.
+		{"unpublished grant, no holder published: adopt", newScene().noHolderPublished().do(func(in *input) {
+			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
+		}), want{verb: actAdopt}},
+		{"unpublished grant after Releasing: adopt", newScene().releasing(time.Second).do(func(in *input) {
+			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
+		}), want{verb: actAdopt}},
+		{"unpublished grant, another holder Held and not attested: discard", newScene().do(func(in *input) {
+			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
+		}), want{verb: actDiscard}},
+		{"unpublished grant, the Held holder attested: adopt", newScene().holder(phase(corev1.PodSucceeded), containers(terminated("app", 0))).do(func(in *input) {
+			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
+		}), want{verb: actAdopt}},
+		{"unpublished regrant of the same holder: adopt", newScene().do(func(in *input) { in.g.token = tok + 5 }), want{verb: actAdopt}},
+		// Token regression and the documented restore.
+		{"etcd token below max, not published: regress", newScene().do(func(in *input) { in.g.token = tok - 10 }), want{verb: actRegress}},
+		{"etcd revision below max: regress", newScene().noHolderPublished().do(func(in *input) { in.rev = tok - 1 }), want{verb: actRegress}},
+		{"stale grant after a bumped restore: drop it", newScene().do(func(in *input) { in.g.token, in.restoredStale = tok-10, true }), want{verb: actDropStale, reason: lockv1.ReasonKeyVanished}},
+	} {
+		t.Run(tc.row, func(t *testing.T) {
+			d := decide(&tc.scene.in)
+			next := ""
+			if d.next != nil {
+				next = d.next.Name
+			}
+			if d.verb != tc.want.verb || d.reason != tc.want.reason || next != tc.want.next || d.restart != tc.want.restart {
+				t.Errorf("decide = {verb %d reason %q next %q restart %v}, want {verb %d reason %q next %q restart %v}",
+					d.verb, d.reason, next, d.restart, tc.want.verb, tc.want.reason, tc.want.next, tc.want.restart)
+			}
+			if tc.want.requeue != 0 && d.requeue != tc.want.requeue {
+				t.Errorf("requeue = %v, want %v", d.requeue, tc.want.requeue)
+			}
+		})
+	}
+}
+
+// TestMayReturn: a Releasing lock goes back to Held at most once per lockDelay window, and
+// not at all once it bounced twice within 4 x lockDelay.
+func TestMayReturn(t *testing.T) {
+	now := time.Unix(1000, 0)
+	d := 10 * time.Second
+	for _, tc := range []struct {
+		name    string
+		returns []time.Duration // ages
+		want    bool
+	}{
+		{"never returned", nil, true},
+		{"returned within the window", []time.Duration{5 * time.Second}, false},
+		{"returned once, long ago", []time.Duration{15 * time.Second}, true},
+		{"returned twice within 4 x lockDelay", []time.Duration{15 * time.Second, 35 * time.Second}, false},
+		{"returned twice, one older than 4 x lockDelay", []time.Duration{15 * time.Second, 45 * time.Second}, true},
+	} {
+		var at []time.Time
+		for _, age := range tc.returns {
+			at = append(at, now.Add(-age))
+		}
+		if got := mayReturn(at, now, d); got != tc.want {
+			t.Errorf("%s: mayReturn = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

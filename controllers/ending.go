@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// ending says whether and why the published holder's term must end.
+type ending struct {
+	// reason is "" while the term may continue.
+	reason string
+	// attested: the holder's processes are known to have stopped (attestedTerminated, now
+	// or remembered from a pod event of this term); the next grant may follow at once.
+	attested bool
+	// pod is the holder pod when it exists with the published UID.
+	pod *corev1.Pod
+	// recheck asks for another turn (Preferred preemption timing, a failed GET).
+	recheck time.Duration
+}
+
+// termEnd evaluates the published holder against the term-ending rules, in order: attested
+// termination first (the fast path), then every end that must go through Releasing.
+func termEnd(in *input) ending {
+	h := in.holder
+	e := ending{pod: h.pod}
+	spec := in.spec
+	switch {
+	case h.remembered || (h.pod != nil && attestedTerminated(h.pod, h.node)):
+		e.reason, e.attested = lockv1.ReasonHolderTerminated, true
+	case in.deleting:
+		e.reason = lockv1.ReasonDeleted
+	case h.gone:
+		e.reason = lockv1.ReasonHolderGone
+	case h.pod == nil:
+		// The API server could not be asked: keep the term; the next turn asks again.
+		e.recheck = time.Second
+	case h.pod.DeletionTimestamp != nil:
+		e.reason = lockv1.ReasonHolderTerminating
+	case in.selector == nil || !in.selector.Matches(labels.Set(h.pod.Labels)):
+		e.reason = lockv1.ReasonSelectorChanged
+	case spec.Suspend:
+		e.reason = lockv1.ReasonSuspended
+	case !eligible(h.pod):
+		e.reason = lockv1.ReasonHolderNotReady
+	case in.g.present() && in.g.rec.Strategy != "" && in.g.rec.Strategy != spec.Strategy:
+		e.reason = lockv1.ReasonStrategyChanged
+	case spec.Strategy == lockv1.StrategyPreferred:
+		e.reason, e.recheck = preemption(in)
+	}
+	return e
+}
+
+// preemption decides Preferred preemption: the preferred pod takes over once it has been
+// continuously eligible for the lock delay.
+func preemption(in *input) (string, time.Duration) {
+	p := preferredPod(in.spec, in.pods)
+	if p == nil || p.UID == in.status.HolderUID || !eligible(p) {
+		return "", 0
+	}
+	delay := time.Duration(in.spec.EffectiveLockDelaySeconds()) * time.Second
+	if in.clocks.preferred >= delay {
+		return lockv1.ReasonPreempted, 0
+	}
+	return "", delay - in.clocks.preferred
+}
+
+// preferredPod is the candidate named spec.preferredHolder, or nil.
+func preferredPod(spec *lockv1.DistributedLockSpec, pods []corev1.Pod) *corev1.Pod {
+	if spec.Strategy != lockv1.StrategyPreferred {
+		return nil
+	}
+	for i := range pods {
+		if pods[i].Name == spec.PreferredHolder {
+			return &pods[i]
+		}
+	}
+	return nil
+}
