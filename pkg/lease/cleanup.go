@@ -27,25 +27,34 @@ func (s *Session) lockLeftover(key string, v value) leftover {
 }
 
 // settle deletes what a failed call left, once in the caller's goroutine (so
-// that in the usual case the key is gone when the call returns), then, if that
-// did not settle it, hands it to the session's clean-up loop, which retries
-// until it is settled or the session ends. The caller holds the key's busy
-// mark (claim), so no other call of this session touches the key meanwhile.
-// A session that ended takes its keys
-// with its lease (or leaves them to whoever resumes it): cleaning up through a
-// network that just failed would only delay the return.
-func (s *Session) settle(ctx context.Context, lo leftover) {
-	if s.Err() != nil {
+// that in the usual case the keys are gone when the call returns; all of
+// them within one call's deadline, TTL/4), then hands what that did not
+// settle to the session's clean-up loop, which retries until it is settled
+// or the session ends. The caller holds the keys' busy mark (claim), so no
+// other call of this session touches them meanwhile. A session that ended
+// takes its keys with its lease (or leaves them to whoever resumes it):
+// cleaning up through a network that just failed would only delay the
+// return.
+func (s *Session) settle(ctx context.Context, los ...leftover) {
+	if s.Err() != nil || len(los) == 0 {
 		return
 	}
 	cctx, cancel := s.cleanupContext(ctx)
 	defer cancel()
-	if s.cleanOne(cctx, lo, true) {
+	var left []leftover
+	for _, lo := range los {
+		if cctx.Err() != nil || !s.cleanOne(cctx, lo, true) {
+			left = append(left, lo)
+		}
+	}
+	if len(left) == 0 {
 		return
 	}
 	s.mu.Lock()
 	if s.err == nil {
-		s.leftovers[lo.path] = lo
+		for _, lo := range left {
+			s.leftovers[lo.path] = lo
+		}
 	}
 	s.mu.Unlock()
 	select {

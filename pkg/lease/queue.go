@@ -68,12 +68,14 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		if err == nil {
 			return
 		}
+		var los []leftover
 		if w != nil {
-			s.settle(ctx, w.leftover())
+			los = append(los, w.leftover())
 		}
 		if ambiguous != nil {
-			s.settle(ctx, s.lockLeftover(key, v))
+			los = append(los, s.lockLeftover(key, v))
 		}
+		s.settle(ctx, los...)
 	}()
 
 	// Transient etcd errors (a leader election, a lost connection) do not
