@@ -89,7 +89,10 @@ func TestWaitReplicas(t *testing.T) {
 		info, _ := rr.Info(ctx(t), "replication").Result()
 		return strings.Contains(info, "master_link_status:up")
 	})
-	l := tryAcquire(t, c, "k", "w")
+	// A generous WAIT timeout: the replica answers the primary's GETACK, which
+	// can take a while on a loaded machine.
+	patient := e.locks(e.rdb, redislock.Config{TTL: 2 * time.Second, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+	l := tryAcquire(t, patient, "k", "w")
 	if v, _ := rr.Get(ctx(t), lockKey("k")).Result(); v == "" {
 		t.Error("replica lacks the lock key right after a WAITed acquire")
 	}

@@ -114,13 +114,22 @@ func TestValidityEndsWithoutRenewal(t *testing.T) {
 	e := newEnv(t, redistest.Config{})
 	p, rdb := e.proxied()
 	c := e.locks(rdb, redislock.Config{TTL: time.Second, Margin: 200 * time.Millisecond})
+	warmUp(t, c)
+	// The acquire's reply is 300 ms late: validity counts from the send, so
+	// it ends 800 ms after it, not 800 ms after the reply.
+	p.DelayRx(300*time.Millisecond, 0)
 	before := time.Now()
 	l := tryAcquire(t, c, "k", "w")
+	if d := time.Since(before); d < 300*time.Millisecond {
+		t.Fatalf("acquire took %v through a 300 ms reply delay", d)
+	}
 	p.BlackholeTx(true)
 	p.BlackholeRx(true)
 	deadline := l.ValidUntil()
-	if d := deadline.Sub(before); d > 801*time.Millisecond { // 1 ms: two clocks read for the projection
-		t.Fatalf("ValidUntil - send = %v, want at most TTL - margin = 800ms", d)
+	// 20 ms: ValidUntil projects one clock onto another with two readings,
+	// and a preemption between them on a loaded machine shows up here.
+	if d := deadline.Sub(before); d > 820*time.Millisecond {
+		t.Fatalf("ValidUntil - send = %v, want at most TTL - margin = 800ms (counted from the send, not the reply)", d)
 	}
 	select {
 	case <-l.Done():
@@ -130,7 +139,7 @@ func TestValidityEndsWithoutRenewal(t *testing.T) {
 	if !errors.Is(l.Err(), redislock.ErrExpired) || l.Valid() {
 		t.Errorf("Err %v Valid %v, want ErrExpired false", l.Err(), l.Valid())
 	}
-	if l.ValidUntil().After(deadline.Add(time.Millisecond)) { // the projection reads two clocks
+	if l.ValidUntil().After(deadline.Add(20 * time.Millisecond)) { // the projection reads two clocks
 		t.Errorf("ValidUntil after loss %v, want no later than %v", l.ValidUntil(), deadline)
 	}
 	p.Heal()
