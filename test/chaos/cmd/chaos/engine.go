@@ -176,20 +176,19 @@ func (r *run) engineFault(ctx context.Context, f chaos.Fault) (healFunc, error) 
 		return func(context.Context) error { hw.p.signal(syscall.SIGCONT); return nil }, nil
 
 	case chaos.EngineLoseAcquireReply:
-		// The holder releases (SIGTERM); every other worker's replies are dropped from just
-		// before, so the next grant commits and its holder never hears of it.
+		// Every other worker loses the reply of its next transaction that puts the lock's key
+		// (SIGUSR1: chaosworker's loseReply), and the holder releases (SIGTERM): the next
+		// grant commits, its holder is told the outcome is unknown.
 		for _, s := range r.engines {
-			if s != holder {
-				for _, p := range s.proxies {
-					p.srv.BlackholeRx()
-				}
+			if w := s.worker(); s != holder && w != nil {
+				w.p.signal(syscall.SIGUSR1)
 			}
 		}
 		hw.p.stop(5 * time.Second)
 		return func(context.Context) error {
 			for _, s := range r.engines {
-				for _, p := range s.proxies {
-					p.srv.UnblackholeRx()
+				if w := s.worker(); w != nil {
+					w.p.signal(syscall.SIGUSR2)
 				}
 			}
 			return r.startEngineWorker(holder)

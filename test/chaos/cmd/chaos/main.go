@@ -52,6 +52,7 @@ type options struct {
 	kinds    string
 	keep     bool
 	manager  string
+	worker   string
 }
 
 type binaries struct{ manager, worker, ledger string }
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&o.extra, "extra", 2, "at most this many random faults after each run's first")
 	flag.StringVar(&o.kinds, "kinds", "", "comma-separated fault kinds to draw from (default: all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory (process logs of every run)")
+	flag.StringVar(&o.worker, "worker", "", "a chaosworker binary to run instead of building ./test/chaos/cmd/chaosworker (e.g. against another commit's pkg/lease)")
 	flag.StringVar(&o.manager, "manager", "", "a lockwarden binary built with -tags chaos to run instead of building ./cmd/lockwarden (e.g. from another commit)")
 	flag.Parse()
 	if o.ci {
@@ -214,6 +216,18 @@ func (h *harness) start(ctx context.Context) error {
 			return fmt.Errorf("-manager: %w", err)
 		}
 		h.bins.manager, builds = h.opts.manager, builds[1:]
+	}
+	if h.opts.worker != "" {
+		if _, err := os.Stat(h.opts.worker); err != nil {
+			return fmt.Errorf("-worker: %w", err)
+		}
+		h.bins.worker = h.opts.worker
+		for i, b := range builds {
+			if b.out == filepath.Join(bin, "chaosworker") {
+				builds = append(builds[:i], builds[i+1:]...)
+				break
+			}
+		}
 	}
 	for _, b := range builds {
 		cmd := exec.CommandContext(ctx, "go", "build", "-tags", b.tags, "-o", b.out, b.pkg)
