@@ -117,8 +117,11 @@ func (c *Client) ttlMillis() string { return strconv.FormatInt(c.cfg.TTL.Millise
 // lost the reply of a script that did run (or never sent it), and the
 // package cannot tell which. Only an error reply from the server
 // (redis.Error) says the script applied nothing; redis.Nil is an answer.
+//
+// The package's own outcomes are definite too: ErrNotReplicated (the grant
+// was deleted again) and ErrClosed.
 func ambiguous(err error) bool {
-	if err == nil || errors.Is(err, redis.Nil) {
+	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrClosed) {
 		return false
 	}
 	var re redis.Error

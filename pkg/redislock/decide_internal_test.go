@@ -1,10 +1,17 @@
 package redislock
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseValue(t *testing.T) {
@@ -134,3 +141,36 @@ func TestValidateKey(t *testing.T) {
 		}
 	}
 }
+
+func TestAmbiguous(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"redis.Nil", redis.Nil, false},
+		{"error reply", replyErr("NOSCRIPT No matching script"), false},
+		{"wrapped error reply", fmt.Errorf("x: %w", replyErr("READONLY You can't write against a read only replica")), false},
+		{"not replicated", fmt.Errorf("%w: 0 of 1", ErrNotReplicated), false},
+		{"closed", ErrClosed, false},
+		{"deadline", context.DeadlineExceeded, true},
+		{"cancelled", context.Canceled, true},
+		{"timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
+		{"connection reset", io.ErrUnexpectedEOF, true},
+		{"pool closed", redis.ErrClosed, true},
+	}
+	for _, tt := range tests {
+		if got := ambiguous(tt.err); got != tt.want {
+			t.Errorf("ambiguous(%s: %v) = %v, want %v", tt.name, tt.err, got, tt.want)
+		}
+	}
+}
+
+// replyErr is an error reply from the server, as go-redis reports one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+var _ redis.Error = replyErr("")

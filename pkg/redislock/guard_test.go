@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -82,6 +83,17 @@ func TestWaitReplicas(t *testing.T) {
 	}
 	if v := e.get(lockKey("k")); v != "" {
 		t.Errorf("lock key after an unreplicated acquire = %q, want released", v)
+	}
+	// A blocking Acquire reports it too, at once, instead of retrying until
+	// its context ends.
+	actx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Acquire(actx, "k", "w"); !errors.Is(err, redislock.ErrNotReplicated) || time.Since(start) > 2*time.Second {
+		t.Fatalf("Acquire without replicas = %v after %v, want ErrNotReplicated within the WAIT timeout", err, time.Since(start))
+	}
+	if v := e.get(lockKey("k")); v != "" {
+		t.Errorf("lock key after an unreplicated Acquire = %q, want released", v)
 	}
 	replica := redistest.Start(t, redistest.Config{ReplicaOf: e.srv.Addr()})
 	rr := replica.Client(t)

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,7 +47,9 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 		wait := o.wait(c.cfg.RenewInterval)
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrClosed), !ambiguous(err) && !errors.Is(err, ErrNotReplicated):
+		case !ambiguous(err):
+			// Closed, not replicated (the grant was deleted again), or an error
+			// reply from Redis: retrying would not change the answer.
 			c.leave(ctx, key, id, nonce)
 			return nil, fmt.Errorf("acquire %s: %w", key, err)
 		default:
