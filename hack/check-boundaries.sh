@@ -21,6 +21,12 @@ for p in $(pkgs ./pkg/lease/... ./pkg/fence/...); do
 	[ -z "$bad" ] || violation "$p depends on Kubernetes: $(echo $bad)"
 done
 
+# pkg/redislock: the Redis engine, with no Kubernetes anywhere in its dependencies.
+for p in $(pkgs ./pkg/redislock/...); do
+	bad=$(go list -deps "$p" | grep -E '^(k8s\.io|sigs\.k8s\.io)/' | head -3 || true)
+	[ -z "$bad" ] || violation "$p depends on Kubernetes: $(echo $bad)"
+done
+
 # pkg/leadership: the pod side needs no etcd access and never sees the controller.
 for p in $(pkgs ./pkg/leadership/...); do
 	bad=$(go list -deps "$p" | grep -E "^($mod/controllers|$mod/pkg/lease)(/|$)|^go\.etcd\.io/etcd/client/v3$" | head -3 || true)
