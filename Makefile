@@ -164,7 +164,7 @@ IMAGES_DIR     := $(BIN)/images
 NODE_DEBS      := containerd runc containernetworking-plugins iptables
 E2E_TEST       ?= go test -race -count=1 -timeout 20m -tags e2e
 
-.PHONY: node-bins node-deps node node-down image e2e
+.PHONY: node-bins node-deps node node-demo node-down image e2e
 node-bins: $(KUBELET) $(KUBE_SCHEDULER) $(KUBE_CONTROLLER_MANAGER) ## Build kubelet, kube-scheduler and kube-controller-manager from hack/tools (about 10 minutes cold).
 
 $(KUBELET): $(TOOLS_MOD)
@@ -184,6 +184,9 @@ node-deps: ## Install containerd, runc, the CNI plugins and iptables from Debian
 
 node: envtest-bins node-bins node-deps image ## Start a real single-node cluster in its own namespaces, wait until Ready, print how to use kubectl (root).
 	hack/node/up.sh
+
+node-demo: ## On the running node: 3-member TLS etcd beside it, kubectl apply -k config/e2e, the fenced-worker under a lock (root).
+	hack/node/demo.sh
 
 node-down: ## Stop the node by PID; remove its cgroups and the mountpoints it made.
 	hack/node/down.sh

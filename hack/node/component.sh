@@ -12,7 +12,7 @@ stop) stop "$2" ;;
 start)
 	declare -F "cmd_$2" > /dev/null || die "unknown component $2"
 	# the started process outlives this script: its PID is in $RUN_DIR/$2.pid
-	exec nsenter --net --mount --target "$p" -- "$(dirname "$0")/component.sh" inside-start "$2"
+	exec nsenter --net --mount --target "$p" -- "$(cd "$(dirname "$0")" && pwd)/component.sh" inside-start "$2"
 	;;
 inside-start) start "$2" ;;
 *) die "usage: component.sh start|stop NAME" ;;

@@ -60,3 +60,21 @@ stop() {
 	for _ in $(seq 1 40); do kill -0 "$p" 2> /dev/null || return 0; sleep 0.25; done
 	kill -9 "$p" 2> /dev/null || true
 }
+
+# lockwarden's own etcd for demo.sh: 3 members with TLS (client and peer certificates from
+# $D/demo/pki), on the node IP, outside the cluster; the same ports as config/e2e.
+cmd_lw-etcd() { # member index 0..2
+	local i=$1 port=$((32379 + 2 * $1)) p=$D/demo/pki
+	CMD=("$NODE_BIN/etcd" --name "m$i" --data-dir "$D/var/lw-etcd-$i"
+		--listen-client-urls "https://$NODE_IP:$port" --advertise-client-urls "https://$NODE_IP:$port"
+		--listen-peer-urls "https://$NODE_IP:$((port + 1))" --initial-advertise-peer-urls "https://$NODE_IP:$((port + 1))"
+		--initial-cluster "m0=https://$NODE_IP:32380,m1=https://$NODE_IP:32382,m2=https://$NODE_IP:32384"
+		--cert-file "$p/server.crt" --key-file "$p/server.key" --trusted-ca-file "$p/ca.crt" --client-cert-auth
+		--peer-cert-file "$p/server.crt" --peer-key-file "$p/server.key" --peer-trusted-ca-file "$p/ca.crt" --peer-client-cert-auth
+		--unsafe-no-fsync --log-level warn)
+}
+cmd_lw-etcd-0() { cmd_lw-etcd 0; }
+cmd_lw-etcd-1() { cmd_lw-etcd 1; }
+cmd_lw-etcd-2() { cmd_lw-etcd 2; }
+# the fenced-worker's ledger for demo.sh, on the node IP (test/e2e/testdata/worker points there)
+cmd_ledger() { CMD=("$NODE_BIN/images/fenced-worker" ledger "--listen=$NODE_IP:8090"); }

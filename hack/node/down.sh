@@ -24,7 +24,7 @@ fi
 for f in $(find "/sys/fs/cgroup/pids/$NODE_CGROUP" -name cgroup.procs 2> /dev/null); do
 	for pid in $(cat "$f"); do kill -9 "$pid" 2> /dev/null; done
 done
-for n in containerd kube-apiserver etcd; do stop "$n"; done
+for n in ledger lw-etcd-0 lw-etcd-1 lw-etcd-2 containerd kube-apiserver etcd; do stop "$n"; done
 # shims and anything else: every process in the node's network or mount namespace is ours
 ids=$(cat "$RUN_DIR/ns.ids" 2> /dev/null || true)
 if [ -n "$ids" ]; then
