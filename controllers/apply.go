@@ -143,7 +143,8 @@ func (t *turn) startReleasing(ctx context.Context, reason string, restart bool) 
 	if restart {
 		t.event(nil, corev1.EventTypeWarning, reason, "Release", "term of %s (token %d): etcd recorded it Held again while status said Releasing; the lock delay starts again", t.st.Holder, t.st.FencingToken)
 	} else {
-		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: %s; the next grant waits the lock delay", t.st.Holder, t.st.FencingToken, reason)
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: %s; the next holder waits the lock delay (%v) unless the kubelet reports every container of %s stopped first",
+			t.st.Holder, t.st.FencingToken, reason, releaseWait(&t.lock.Spec, &t.st), t.st.Holder)
 	}
 	return nil
 }
