@@ -35,6 +35,7 @@ type scaleResult struct {
 	window        time.Duration
 	exited        string // the manager's last log line when it exited during the run
 	profiles      *cpuProfiles
+	foot          *scaleFootprints // nil when the manager exited
 }
 
 // heldCounter follows the phase of every lock in a namespace through one list and watch.
@@ -114,6 +115,21 @@ func scaleRun(ctx context.Context, o options, n int, progress io.Writer) (*scale
 		return nil, err
 	}
 	res := &scaleResult{n: n, window: min(30*time.Second, max(o.loadDuration/2, 10*time.Second))}
+	var extra []string
+	if o.reconciles > 0 {
+		extra = append(extra, "--max-concurrent-reconciles", fmt.Sprint(o.reconciles))
+	}
+	// The footprint baseline: a manager on the empty cluster, then with the pods cached.
+	foot := &scaleFootprints{}
+	if err := s.startManager(ctx, extra...); err != nil {
+		return nil, fmt.Errorf("start baseline manager: %w", err)
+	}
+	if err := settle(ctx, 5*time.Second); err != nil {
+		return nil, err
+	}
+	if foot.empty, err = readFootprint(ctx, s, fmt.Sprintf("scale-%d-empty", n)); err != nil {
+		return nil, fmt.Errorf("empty manager: %w", err)
+	}
 	k := &podsim.Kubelet{Client: s.bulk, Namespace: ns}
 	t := time.Now()
 	if err := parallel(n*candidatesPerLock, 32, func(i int) error {
@@ -123,6 +139,15 @@ func scaleRun(ctx context.Context, o options, n int, progress io.Writer) (*scale
 	}); err != nil {
 		return nil, err
 	}
+	podsCreated := time.Since(t)
+	if err := settle(ctx, 10*time.Second); err != nil { // the watch events of the last pods
+		return nil, err
+	}
+	if foot.pods, err = readFootprint(ctx, s, fmt.Sprintf("scale-%d-pods", n)); err != nil {
+		return nil, fmt.Errorf("manager with pods cached: %w", err)
+	}
+	s.stopManager()
+	t = time.Now().Add(-podsCreated) // setup counts the creations, not the baseline's waits
 	if err := parallel(n, 32, func(i int) error {
 		return s.createLock(ctx, ns, fmt.Sprintf("lock-%d", i), timingDefault.lease)
 	}); err != nil {
@@ -147,10 +172,6 @@ func scaleRun(ctx context.Context, o options, n int, progress io.Writer) (*scale
 		<-followDone
 	}()
 
-	var extra []string
-	if o.reconciles > 0 {
-		extra = append(extra, "--max-concurrent-reconciles", fmt.Sprint(o.reconciles))
-	}
 	t0 := time.Now()
 	if err := s.startManager(ctx, extra...); err != nil {
 		return nil, err
@@ -219,6 +240,10 @@ func scaleRun(ctx context.Context, o options, n int, progress io.Writer) (*scale
 	if res.rss, res.rssPeak, err = rss(s.managerPID()); err != nil {
 		return nil, err
 	}
+	if foot.held, err = readFootprint(ctx, s, fmt.Sprintf("scale-%d-held", n)); err != nil {
+		return nil, fmt.Errorf("manager with every lock held: %w", err)
+	}
+	res.foot = foot
 	return res, nil
 }
 
@@ -242,7 +267,7 @@ func (r *report) scaleSection(results []*scaleResult) error {
 		reconciles = fmt.Sprint(r.o.reconciles)
 	}
 	b.WriteString(r.header(
-		fmt.Sprintf("a fresh control plane per row; N DistributedLocks (leaseDurationSeconds 15, OldestReady) and 3N Ready pods (3 per lock) are created first, with no manager running; then one bin/lockwarden starts (--max-concurrent-reconciles %s) and the clock runs from its start to the moment the bench's watch has seen every lock with phase Held (given up after %v)", reconciles, r.o.scaleTimeout),
+		fmt.Sprintf("a fresh control plane per row; a baseline bin/lockwarden is read on the empty cluster and again with 3N Ready pods (3 per lock) created and cached, then stopped (the pods' creation is slower with it running); N DistributedLocks (leaseDurationSeconds 15, OldestReady) are created with no manager running; then the measured bin/lockwarden starts (--max-concurrent-reconciles %s) and the clock runs from its start to the moment the bench's watch has seen every lock with phase Held (given up after %v)", reconciles, r.o.scaleTimeout),
 		"no pkg/leadership electors run here (the controller needs only the pods), so the pods' confirming reads per held lock are those measured in section 4 (3 candidates x 1 per L/3 = 0.6/s at L = 15 s)",
 		"after that, 5-10 s of settling, then a steady-state window: API writes, lockwarden's etcd traffic, the manager's reconciles; reconcile p99 from the manager's controller_runtime_reconcile_time_seconds over the whole run; RSS from /proc/<pid>/status of the manager (VmRSS at the end, VmHWM peak)",
 	))
@@ -290,6 +315,7 @@ func (r *report) scaleSection(results []*scaleResult) error {
 	if err := linePlot(r.o.img, "scale.png", "Scale: locks Held after the manager starts", "seconds since the manager started", "fraction of locks Held", names, curves); err != nil {
 		return err
 	}
+	b.WriteString(footprintTables(results))
 	b.WriteString(r.imgRef("scale.png", "fraction of locks held over time"))
 	for _, x := range results {
 		if x.exited != "" {
