@@ -209,8 +209,22 @@ func (r *run) engineStalledWatch(ctx context.Context, f chaos.Fault, mem *member
 		return resume, nil
 	}
 	holder.worker().p.stop(5 * time.Second)
+	r.mu.Lock()
+	before := len(r.violations)
+	r.mu.Unlock()
 	if err := r.checkLiveness(ctx, f.Kind+" (member stopped)", r.h.livenessBound()); err != nil {
 		return resume, err
+	}
+	r.mu.Lock()
+	stuck := len(r.violations) > before
+	r.mu.Unlock()
+	if stuck { // where the waiters wait: Go prints every goroutine's stack on SIGQUIT
+		for _, s := range r.engines {
+			if w := s.worker(); w != nil && w.p.running() {
+				w.p.signal(syscall.SIGQUIT)
+			}
+		}
+		r.note("stalled watch: the waiters' goroutine stacks are in their logs (SIGQUIT)")
 	}
 	return func(ctx context.Context) error {
 		if err := resume(ctx); err != nil {

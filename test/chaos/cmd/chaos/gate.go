@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -66,6 +67,7 @@ func startGate(upstream *rest.Config) (*gate, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport:     transport,
 		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0), // a manager killed mid-request is the point
 	}
 	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
