@@ -105,6 +105,11 @@ func (w *waiter) readQueue(o *obstacle, rs []*etcdserverpb.ResponseOp) {
 // transaction that would fail (a Txn with a Put is a raft write even when its
 // compare fails). The error is etcd's; nothing was written.
 func (w *waiter) look(ctx context.Context, key string) (obstacle, error) {
+	// A deadline on the read: one hung etcd member (stopped, not refusing) would otherwise
+	// hold the waiter, and everyone queued behind it, for as long as it hangs; after the
+	// deadline the caller backs off and the client's balancer sends the next read elsewhere.
+	ctx, cancel := context.WithTimeout(ctx, w.s.callTimeout())
+	defer cancel()
 	resp, err := w.s.cli.Txn(ctx).Then(w.reads(key)...).Commit()
 	if err != nil {
 		return obstacle{}, fmt.Errorf("read queue: %w", err)
