@@ -164,7 +164,7 @@ IMAGES_DIR     := $(BIN)/images
 NODE_DEBS      := containerd runc containernetworking-plugins iptables
 E2E_TEST       ?= go test -race -count=1 -timeout 20m -tags e2e
 
-.PHONY: node-bins node-deps node node-demo node-down image e2e
+.PHONY: node-bins node-deps node node-demo node-down image e2e bench-node
 node-bins: $(KUBELET) $(KUBE_SCHEDULER) $(KUBE_CONTROLLER_MANAGER) ## Build kubelet, kube-scheduler and kube-controller-manager from hack/tools (about 10 minutes cold).
 
 $(KUBELET): $(TOOLS_MOD)
@@ -191,7 +191,7 @@ node-demo: ## On the running node: 3-member TLS etcd beside it, kubectl apply -k
 node-down: ## Stop the node by PID; remove its cgroups and the mountpoints it made.
 	hack/node/down.sh
 
-image: ## Build the manager, fenced-worker and pause images as docker-archive tarballs in ./bin/images; import them into a running node.
+image: ## Build the manager, fenced-worker, pause (and the benchmark's leworker) images as docker-archive tarballs in ./bin/images; import them into a running node.
 	mkdir -p $(IMAGES_DIR)
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/lockwarden ./cmd/lockwarden
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/fenced-worker ./examples/fenced-worker
@@ -202,8 +202,15 @@ image: ## Build the manager, fenced-worker and pause images as docker-archive ta
 		-file $(IMAGES_DIR)/fenced-worker:/fenced-worker -user 65532:65532 -entrypoint /fenced-worker
 	go run ./hack/mkimage -name localhost/lockwarden/pause:1 -out $(IMAGES_DIR)/pause.tar \
 		-file $(IMAGES_DIR)/pause:/pause -user 65535:65535 -entrypoint /pause
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/leworker ./test/e2e/leworker
+	go run ./hack/mkimage -name localhost/leworker:dev -out $(IMAGES_DIR)/leworker.tar \
+		-file $(IMAGES_DIR)/leworker:/leworker -user 65532:65532 -entrypoint /leworker
 	@if [ "$$(id -u)" = 0 ] && hack/node/ctr version >/dev/null 2>&1; then \
-		for i in lockwarden fenced-worker pause; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
+		for i in lockwarden fenced-worker pause leworker; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
+
+bench-node: envtest-bins node-bins node-deps image ## Planned handoff on real pods, lockwarden vs client-go leader election, one node, one run (root; about 3 minutes).
+	@[ "$$(id -u)" = 0 ] || { echo "bench-node: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }
+	go test -count=1 -timeout 20m -tags e2e -run '^$$' -bench HandoffRealPods -benchtime 10x ./test/e2e/ 2>&1 | tee $(BIN)/bench-node.log
 
 e2e: envtest-bins node-bins node-deps image ## Run the end-to-end suite on a real node (root; about 6 minutes): test/e2e.
 	@[ "$$(id -u)" = 0 ] || { echo "e2e: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }

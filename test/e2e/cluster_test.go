@@ -42,7 +42,7 @@ type cluster struct {
 // deploy brings up the deploy path on n: the 3-member TLS etcd and the
 // lockwarden-etcd-client Secret, `kubectl apply -k config/e2e` until both manager replicas
 // are Ready, the ledger, and the three workers until the lock is held.
-func deploy(t *testing.T, n *node) *cluster {
+func deploy(t testing.TB, n *node) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -139,7 +139,7 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // pods lists the pods of ns matching selector, not being deleted.
-func (c *cluster) pods(t *testing.T, ns, selector string) []corev1.Pod {
+func (c *cluster) pods(t testing.TB, ns, selector string) []corev1.Pod {
 	t.Helper()
 	sel, err := labels.Parse(selector)
 	if err != nil {
@@ -160,7 +160,7 @@ func (c *cluster) pods(t *testing.T, ns, selector string) []corev1.Pod {
 
 // steady waits until the lock is Held and three worker pods are Ready: the start of every
 // scenario.
-func (c *cluster) steady(t *testing.T) *lockv1.DistributedLock {
+func (c *cluster) steady(t testing.TB) *lockv1.DistributedLock {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -193,7 +193,7 @@ func (c *cluster) describe(ctx context.Context, ns string) string {
 }
 
 // outcomes is the ledger's record of its decisions.
-func (c *cluster) outcomes(t *testing.T) []ledger.Outcome {
+func (c *cluster) outcomes(t testing.TB) []ledger.Outcome {
 	t.Helper()
 	rr := httptest.NewRecorder()
 	c.ledger.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/outcomes", nil))

@@ -80,7 +80,7 @@ func (r *e2eReport) file(name, text string) {
 }
 
 // write puts the report into dir (bin/e2e): report.txt and the recordings.
-func (r *e2eReport) write(t *testing.T, dir string) {
+func (r *e2eReport) write(t testing.TB, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Errorf("write the report: %v", err)
@@ -102,7 +102,7 @@ func (r *e2eReport) write(t *testing.T, dir string) {
 }
 
 // ctxFor is a context for one step of a scenario.
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

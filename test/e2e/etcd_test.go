@@ -39,7 +39,7 @@ type pki struct {
 	serial int64
 }
 
-func newPKI(t *testing.T) *pki {
+func newPKI(t testing.TB) *pki {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -66,7 +66,7 @@ func newPKI(t *testing.T) *pki {
 }
 
 // issue writes name.crt and name.key signed by the CA and returns their PEM.
-func (p *pki) issue(t *testing.T, name string, ips []net.IP, usage ...x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+func (p *pki) issue(t testing.TB, name string, ips []net.IP, usage ...x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -108,7 +108,7 @@ type etcdCluster struct {
 
 // startEtcd starts the members as processes in the node's network namespace and stops them,
 // by PID, when the test ends.
-func startEtcd(t *testing.T, n *node) *etcdCluster {
+func startEtcd(t testing.TB, n *node) *etcdCluster {
 	t.Helper()
 	p := newPKI(t)
 	ip := net.ParseIP(nodeIP)

@@ -176,7 +176,7 @@ func scenarioNodeDeleted(t *testing.T, c *cluster, r *e2eReport) {
 // startOutsideManager runs bin/images/lockwarden (the image's binary) beside the node, in its
 // network namespace, with a token of the lockwarden-manager ServiceAccount, and returns its
 // stop (SIGTERM, which releases the election, then wait).
-func (c *cluster) startOutsideManager(t *testing.T) func() {
+func (c *cluster) startOutsideManager(t testing.TB) func() {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
 	exp := int64(3600)

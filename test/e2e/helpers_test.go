@@ -41,7 +41,7 @@ func anyRunning(p *corev1.Pod) bool {
 }
 
 // getPod reads a pod from the API server.
-func (c *cluster) getPod(t *testing.T, ns, name string) *corev1.Pod {
+func (c *cluster) getPod(t testing.TB, ns, name string) *corev1.Pod {
 	t.Helper()
 	p, err := c.n.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -51,7 +51,7 @@ func (c *cluster) getPod(t *testing.T, ns, name string) *corev1.Pod {
 }
 
 // containerPID is the host PID of the pod's first container's process (from containerd).
-func (c *cluster) containerPID(t *testing.T, p *corev1.Pod) int {
+func (c *cluster) containerPID(t testing.TB, p *corev1.Pod) int {
 	t.Helper()
 	if len(p.Status.ContainerStatuses) == 0 {
 		t.Fatalf("pod %s has no container status", p.Name)
@@ -76,7 +76,7 @@ func (c *cluster) containerPID(t *testing.T, p *corev1.Pod) int {
 }
 
 // activeManager is the name in the etcd election of the replica that reconciles.
-func (c *cluster) activeManager(t *testing.T) string {
+func (c *cluster) activeManager(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -98,7 +98,7 @@ func (c *cluster) activeManager(t *testing.T) string {
 
 // managerPodOf maps an election identity (hostname-pid, the hostname being the pod name) to
 // the manager pod's name, or "".
-func (c *cluster) managerPodOf(t *testing.T, identity string) string {
+func (c *cluster) managerPodOf(t testing.TB, identity string) string {
 	t.Helper()
 	for _, p := range c.pods(t, managerNS, "app.kubernetes.io/name=lockwarden") {
 		if identity == p.Name || strings.HasPrefix(identity, p.Name+"-") {
@@ -109,7 +109,7 @@ func (c *cluster) managerPodOf(t *testing.T, identity string) string {
 }
 
 // eventually polls cond every 100 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, desc string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, desc string, cond func() bool) {
 	t.Helper()
 	if !poll(timeout, cond) {
 		t.Fatalf("no %s within %v", desc, timeout)
@@ -142,7 +142,7 @@ func tail(path string, n int) string {
 }
 
 // acceptedSince reports whether the ledger accepted an append from writer after at.
-func (c *cluster) acceptedSince(t *testing.T, writer string, at time.Time) (int64, bool) {
+func (c *cluster) acceptedSince(t testing.TB, writer string, at time.Time) (int64, bool) {
 	t.Helper()
 	for _, o := range c.outcomes(t) {
 		if o.Op == "append" && o.Accepted && o.Writer == writer && o.At.After(at) {

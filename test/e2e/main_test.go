@@ -9,7 +9,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
@@ -22,6 +24,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard()) // the clients' own logging is noise here
 	goleak.VerifyTestMain(m,
 		// client-go's and klog's process-wide background goroutines
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),

@@ -40,7 +40,7 @@ type node struct {
 // startNode starts a node with hack/node/up.sh in a fresh folder, with extra environment
 // (KCM_ARGS, KUBELET_ARGS), and stops it when the test ends, failing the test if anything
 // of it is left behind.
-func startNode(t *testing.T, cgroup string, env ...string) *node {
+func startNode(t testing.TB, cgroup string, env ...string) *node {
 	t.Helper()
 	requireNodeHost(t)
 	n := &node{root: repoRoot(t), dir: t.TempDir(), cgroup: cgroup}
@@ -112,7 +112,7 @@ func (n *node) kubectl(ctx context.Context, args ...string) (string, error) {
 }
 
 // stop runs hack/node/down.sh and fails the test on anything left behind.
-func (n *node) stop(t *testing.T) {
+func (n *node) stop(t testing.TB) {
 	t.Helper()
 	start := time.Now()
 	out, err := n.script(nil, "down.sh")

@@ -47,7 +47,7 @@ type recorder struct {
 }
 
 // startRecorder watches namespace ns until the test ends.
-func startRecorder(t *testing.T, n *node, ns string) *recorder {
+func startRecorder(t testing.TB, n *node, ns string) *recorder {
 	t.Helper()
 	s, err := testenv.Scheme()
 	if err != nil {
@@ -143,7 +143,7 @@ func (r *recorder) lastLock(name string) *lockv1.DistributedLock {
 }
 
 // waitLock waits until the newest recorded version of the lock satisfies ok.
-func (r *recorder) waitLock(t *testing.T, name string, timeout time.Duration, desc string, ok func(*lockv1.DistributedLock) bool) *lockv1.DistributedLock {
+func (r *recorder) waitLock(t testing.TB, name string, timeout time.Duration, desc string, ok func(*lockv1.DistributedLock) bool) *lockv1.DistributedLock {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -18,7 +18,7 @@ import (
 const watchSlack = time.Second
 
 // termOf returns the term with token, and the one after it.
-func termOf(t *testing.T, ts []term, token int64) (term, *term) {
+func termOf(t testing.TB, ts []term, token int64) (term, *term) {
 	t.Helper()
 	for i, tm := range ts {
 		if tm.Token == token {
