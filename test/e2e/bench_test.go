@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -21,6 +22,9 @@ import (
 // client-go: the Lease's holderIdentity, read every 10 ms). Run with `make bench-node`
 // (-benchtime 10x); it reports p50 and p99 in milliseconds.
 func BenchmarkHandoffRealPods(b *testing.B) {
+	if _, err := os.Stat(filepath.Join(repoRoot(b), "bin", "images", "leworker.tar")); err != nil {
+		b.Fatalf("bin/images/leworker.tar not found: run `make image`")
+	}
 	n := startNode(b, "lockwarden-e2e-bench")
 	c := deploy(b, n)
 	ctx := context.Background()
