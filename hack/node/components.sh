@@ -51,14 +51,22 @@ start() { # NAME
 	echo "$(date +%H:%M:%S.%3N) started $1 pid $!"
 }
 
-# stop NAME: SIGTERM by PID, then wait up to 10 s, then SIGKILL.
+# stop NAME...: SIGTERM to each by PID, then wait up to 10 s for all of them, then SIGKILL.
 stop() {
-	local p
-	p=$(cat "$RUN_DIR/$1.pid" 2> /dev/null) || return 0
-	rm -f "$RUN_DIR/$1.pid"
-	kill "$p" 2> /dev/null || return 0
-	for _ in $(seq 1 40); do kill -0 "$p" 2> /dev/null || return 0; sleep 0.25; done
-	kill -9 "$p" 2> /dev/null || true
+	local n p pids=()
+	for n in "$@"; do
+		p=$(cat "$RUN_DIR/$n.pid" 2> /dev/null) || continue
+		rm -f "$RUN_DIR/$n.pid"
+		kill "$p" 2> /dev/null && pids+=("$p")
+	done
+	for _ in $(seq 1 40); do
+		local left=()
+		for p in "${pids[@]}"; do kill -0 "$p" 2> /dev/null && left+=("$p"); done
+		((${#left[@]})) || return 0
+		pids=("${left[@]}")
+		sleep 0.25
+	done
+	kill -9 "${pids[@]}" 2> /dev/null || true
 }
 
 # lockwarden's own etcd for demo.sh: 3 members with TLS (client and peer certificates from

@@ -10,7 +10,7 @@ set -uo pipefail
 [ -d "$RUN_DIR" ] || { echo "no node state in $NODE_DIR"; exit 0; }
 . "$(dirname "$0")/components.sh"
 holder=$(ns_pid || true)
-for n in kubelet kube-controller-manager kube-scheduler; do stop "$n"; done
+stop kubelet kube-controller-manager kube-scheduler
 if [ -n "$holder" ]; then
 	CTR=(nsenter --mount --net --target "$holder" ctr --address "$CTRD_SOCK" -n k8s.io)
 	if "${CTR[@]}" version > /dev/null 2>&1; then
@@ -24,7 +24,9 @@ fi
 for f in $(find "/sys/fs/cgroup/pids/$NODE_CGROUP" -name cgroup.procs 2> /dev/null); do
 	for pid in $(cat "$f"); do kill -9 "$pid" 2> /dev/null; done
 done
-for n in ledger lw-etcd-0 lw-etcd-1 lw-etcd-2 containerd kube-apiserver etcd; do stop "$n"; done
+stop ledger lw-etcd-0 lw-etcd-1 lw-etcd-2
+stop containerd kube-apiserver
+stop etcd
 # shims and anything else: every process in the node's network or mount namespace is ours
 ids=$(cat "$RUN_DIR/ns.ids" 2> /dev/null || true)
 if [ -n "$ids" ]; then

@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,8 +18,9 @@ import (
 )
 
 // TestNodeLifecycle starts a node, runs a real pod on it, checks that up.sh is idempotent
-// and refuses without root, then stops the node twice and checks that no process, mount,
-// cgroup or folder of it is left.
+// and refuses without root, restarts a component with component.sh, runs demo.sh (make
+// node-demo), then stops the node twice and checks that no process, mount, cgroup or folder
+// of it is left.
 func TestNodeLifecycle(t *testing.T) {
 	n := startNode(t, "lockwarden-e2e-lifecycle")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -54,6 +58,32 @@ func TestNodeLifecycle(t *testing.T) {
 	if got.Status.PodIP == "" || !strings.HasPrefix(got.Status.PodIP, "10.251.0.") {
 		t.Errorf("pod IP = %q, want one from the CNI range 10.251.0.0/24", got.Status.PodIP)
 	}
+	// component.sh as the README and make targets call it: by a path relative to the repo
+	// (nsenter --mount does not keep the working directory)
+	before, _ := os.ReadFile(filepath.Join(n.dir, "run", "kube-scheduler.pid"))
+	for _, verb := range []string{"stop", "start"} {
+		cmd := exec.Command("hack/node/component.sh", verb, "kube-scheduler")
+		cmd.Dir, cmd.Env = n.root, n.environ(nil)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/node/component.sh %s kube-scheduler: %v\n%s", verb, err, out)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(n.dir, "run", "kube-scheduler.pid"))
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(after))); err != nil || string(after) == string(before) || syscall.Kill(pid, 0) != nil {
+		t.Errorf("kube-scheduler pid %q before, %q after a restart (%v): want a new, live process", before, after, err)
+	}
+
+	// make node-demo: etcd, the manager and the fenced-worker, by hand; down.sh stops them too
+	start = time.Now()
+	out, err = n.script(nil, "demo.sh")
+	if err != nil {
+		t.Fatalf("hack/node/demo.sh: %v\n%s", err, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.Contains(lines[len(lines)-1], "Held") {
+		t.Errorf("hack/node/demo.sh ends with %q, want the lock Held", lines[len(lines)-1])
+	}
+	t.Logf("hack/node/demo.sh: lock Held %v after start", time.Since(start).Round(time.Millisecond))
+
 	// the pod's processes are in the node's cgroups: the stop below must remove them
 	if n.leftovers() == nil {
 		t.Fatal("a running node shows no process, cgroup or folder: the leftover check cannot see anything")
