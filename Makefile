@@ -28,7 +28,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_.-]+:.*##/ {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_.-]+:.*##/ {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
 
 ##@ Development
 
@@ -165,7 +165,7 @@ NODE_DEBS      := containerd runc containernetworking-plugins iptables
 E2E_TEST       ?= go test -race -count=1 -timeout 20m -tags e2e
 
 .PHONY: node-bins node-deps node node-demo node-down image e2e bench-node
-node-bins: $(KUBELET) $(KUBE_SCHEDULER) $(KUBE_CONTROLLER_MANAGER) ## Build kubelet, kube-scheduler and kube-controller-manager from hack/tools (about 10 minutes cold).
+node-bins: $(KUBELET) $(KUBE_SCHEDULER) $(KUBE_CONTROLLER_MANAGER) ## Build kubelet, kube-scheduler and kube-controller-manager from hack/tools (about 12 minutes cold).
 
 $(KUBELET): $(TOOLS_MOD)
 	cd $(TOOLS_DIR) && nice -n 10 go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
