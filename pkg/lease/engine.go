@@ -32,6 +32,7 @@ const maxKeyLen = 1024
 //	P/locks/k                        the lock; value = holder and record (JSON)
 //	P/queue/<escaped k>/<lease hex>  blocking waiters, FIFO by CreateRevision
 //	P/tombstones/k                   lock-delay after ForceRelease
+//	P/fences/k                       a ForceRelease's freshness marker (seconds)
 //
 // In the queue path, k is escaped with url.PathEscape so that it contains no
 // "/": the queue range of "a" must not contain the waiters of "a/b".
@@ -116,6 +117,8 @@ func (e *Engine) Prefix() string { return e.prefix }
 func (e *Engine) Path(key string) string { return e.prefix + "/locks/" + key }
 
 func (e *Engine) tombPath(key string) string { return e.prefix + "/tombstones/" + key }
+
+func (e *Engine) fencePath(key string) string { return e.prefix + "/fences/" + key }
 
 // queueDir is the range prefix of key's waiters, ending in "/".
 func (e *Engine) queueDir(key string) string {

@@ -35,12 +35,6 @@ var (
 	// (Acquire, TryAcquire, Adopt); or, from ResumeSession, that a live
 	// session of the same engine renews the lease already.
 	ErrBusy = errors.New("lease: key busy in this session")
-	// ErrLockDelayUnconfirmed means a ForceRelease applied (the key is
-	// deleted, its tombstone put) but the renewal of the tombstone's lease
-	// after the commit failed, so the lock-delay may count from before the
-	// delete, shorter than the evicted holder's validity by up to the
-	// transaction's duration.
-	ErrLockDelayUnconfirmed = errors.New("lease: forced release applied, lock-delay not renewed after it")
 	// ErrInvalid means bad input: the message says which argument and why.
 	ErrInvalid = errors.New("lease: invalid argument")
 )

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
@@ -63,5 +66,36 @@ func TestForceRelease(t *testing.T) {
 	}
 	if got := holding(t, eng, "k"); got.LockDelay || got.Token != l.Token() {
 		t.Fatalf("Inspect = token %d lock-delay %v, want %d false", got.Token, got.LockDelay, l.Token())
+	}
+}
+
+// ForceRelease's fence rests on this etcd behaviour: a transaction whose
+// taken branch puts on a lease etcd no longer has fails as a whole with
+// ErrLeaseNotFound, its other operations (here a delete) not applied.
+func TestEtcdTxnPutOnGoneLeaseFailsWhole(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.cli.Put(ctx(t), "victim", "v"); err != nil {
+		t.Fatalf("Put = %v, want nil", err)
+	}
+	g, err := e.cli.Grant(ctx(t), 5)
+	if err != nil {
+		t.Fatalf("Grant = %v, want nil", err)
+	}
+	if _, err := e.cli.Revoke(ctx(t), g.ID); err != nil {
+		t.Fatalf("Revoke = %v, want nil", err)
+	}
+	_, err = e.cli.Txn(ctx(t)).
+		If(clientv3.Compare(clientv3.CreateRevision("victim"), ">", 0)).
+		Then(clientv3.OpDelete("victim"), clientv3.OpPut("marker", "", clientv3.WithLease(g.ID))).
+		Commit()
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Fatalf("Txn putting on a revoked lease = %v, want ErrLeaseNotFound", err)
+	}
+	got, err := e.cli.Get(ctx(t), "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("Get = %v, want nil", err)
+	}
+	if len(got.Kvs) != 1 || string(got.Kvs[0].Key) != "victim" {
+		t.Fatalf("keys after the refused Txn = %v, want only victim (nothing applied)", got.Kvs)
 	}
 }

@@ -74,11 +74,12 @@ func TestForceReleaseDelayedTransaction(t *testing.T) {
 	}
 }
 
-// Issue 10, item 7: after a ForceRelease whose outcome is unknown, its fresh
-// lock-delay lease is never revoked: the transaction may apply later, and a
-// revoke would then delete the tombstone at once (a lock-delay of zero). An
-// unrenewed lease expires by itself.
-func TestForceReleaseUnknownOutcomeKeepsLease(t *testing.T) {
+// Issue 10, item 7, and the review of item 6: a ForceRelease whose answer
+// was lost revokes its freshness lease, which fences the transaction off (a
+// put on a revoked lease fails it as a whole), then reads: here the
+// transaction never left the client, so ForceRelease knows it did not apply
+// and leaves nothing behind.
+func TestForceReleaseLostAnswerFencedOff(t *testing.T) {
 	const ttl = 2 * time.Second
 	e := newEnv(t)
 	h, err := e.session(e.engine(e.cli), ttl).TryAcquire(ctx(t), "k", "stuck")
@@ -93,16 +94,55 @@ func TestForceReleaseUnknownOutcomeKeepsLease(t *testing.T) {
 	err = forcer.ForceRelease(c, "k", h.Token())
 	cancel()
 	gate.Unstall("Txn")
-	if !errors.Is(err, lease.ErrUnknownOutcome) {
-		t.Fatalf("ForceRelease with its transaction stalled = %v, want ErrUnknownOutcome", err)
+	if err == nil || errors.Is(err, lease.ErrUnknownOutcome) {
+		t.Fatalf("ForceRelease with its transaction stalled = %v, want a known failure (not ErrUnknownOutcome)", err)
 	}
-	var fresh []string
+	if got := holding(t, e.engine(e.cli), "k"); got.Token != h.Token() || got.LockDelay {
+		t.Fatalf("after a fenced-off ForceRelease: token %d lock-delay %v, want %d false", got.Token, got.LockDelay, h.Token())
+	}
 	for id := range leases(t, e.cli) {
 		if !before[id] {
-			fresh = append(fresh, fmt.Sprintf("%x", id))
+			t.Fatalf("lease %x left behind by a ForceRelease shown not to have applied", id)
 		}
 	}
-	if len(fresh) != 1 {
-		t.Fatalf("fresh leases after an unknown outcome = %v, want exactly the lock-delay lease (not revoked)", fresh)
+}
+
+// Issue 10, item 7: when even the fence's revoke gets no answer, the outcome
+// is unknown and the tombstone's lease is never revoked: the transaction may
+// have applied, and a revoke would delete its tombstone at once (a lock-delay
+// of zero). Unrenewed leases expire by themselves.
+func TestForceReleaseUnknownOutcomeKeepsLease(t *testing.T) {
+	const ttl = 2 * time.Second
+	e := newEnv(t)
+	h, err := e.session(e.engine(e.cli), ttl).TryAcquire(ctx(t), "k", "stuck")
+	if err != nil {
+		t.Fatalf("TryAcquire = %v, want nil", err)
+	}
+	gate := etcdtest.NewGate()
+	forcer := e.engine(e.srv.Client(t, gate.DialOptions()...))
+	before := leases(t, e.cli)
+	gate.Stall("Txn", "LeaseRevoke")
+	c, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	err = forcer.ForceRelease(c, "k", h.Token())
+	cancel()
+	gate.Unstall("Txn", "LeaseRevoke")
+	if !errors.Is(err, lease.ErrUnknownOutcome) {
+		t.Fatalf("ForceRelease with its transaction and revokes stalled = %v, want ErrUnknownOutcome", err)
+	}
+	var delayLease []string
+	for id := range leases(t, e.cli) {
+		if before[id] {
+			continue
+		}
+		ttlr, err := e.cli.TimeToLive(ctx(t), id)
+		if err != nil {
+			t.Fatalf("TimeToLive(%x) = %v, want nil", id, err)
+		}
+		if time.Duration(ttlr.GrantedTTL)*time.Second > lease.MinTTL {
+			delayLease = append(delayLease, fmt.Sprintf("%x", id))
+		}
+	}
+	if len(delayLease) != 1 {
+		t.Fatalf("lock-delay leases after an unknown outcome = %v, want exactly one (not revoked)", delayLease)
 	}
 }
