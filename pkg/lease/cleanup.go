@@ -4,21 +4,41 @@ import (
 	"context"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// leftover is an etcd key that a call of this session wrote, or may have
-// written, and gave up on: a lock key from a transaction whose answer was
-// lost, or the queue entry of a waiter that stopped waiting. It is this
-// session's to delete, and only while it still carries exactly the value that
-// call wrote (whose random call ID no other call shares) on this session's
-// lease. Keys on the lease that no call of this session left (a resumed
-// lease's keys, adopted or not) are never leftovers.
+// leftover is an etcd key on this session's lease that it gave up on: a lock
+// key from a transaction whose answer was lost, the queue entry of a waiter
+// that stopped waiting, the key of a released Lock whose delete failed, or a
+// queue entry a resumed lease carried. It is this session's to delete, and
+// only while it is still what was left (ours): by default while it carries
+// exactly the value the call wrote (whose random call ID no other call
+// shares); a released Lock's key while it is still that grant; a resumed
+// lease's queue entry while it is one created before the resume. Lock keys
+// on a resumed lease that no call of this session left (adopted or not) are
+// never leftovers.
 type leftover struct {
 	key   string // lock name
 	path  string // etcd key
 	value string // the encoded value the call wrote
 	lock  bool   // a lock key (else a queue entry)
+	token int64  // if > 0: the grant (CreateRevision) left, whatever its value
+	upTo  int64  // if > 0: any key created at or before this revision
+}
+
+// ours reports whether kv, read at lo's path, is still what was left there
+// on lease id.
+func (lo leftover) ours(kv *mvccpb.KeyValue, id clientv3.LeaseID) bool {
+	switch {
+	case clientv3.LeaseID(kv.Lease) != id:
+		return false
+	case lo.token > 0:
+		return kv.CreateRevision == lo.token
+	case lo.upTo > 0:
+		return kv.CreateRevision <= lo.upTo
+	}
+	return string(kv.Value) == lo.value
 }
 
 // lockLeftover is the lock key an acquire call with value v may have created.
@@ -50,9 +70,14 @@ func (s *Session) settle(ctx context.Context, los ...leftover) {
 	if len(left) == 0 {
 		return
 	}
+	s.handOver(left...)
+}
+
+// handOver gives los to the session's clean-up loop and wakes it.
+func (s *Session) handOver(los ...leftover) {
 	s.mu.Lock()
 	if s.err == nil {
-		for _, lo := range left {
+		for _, lo := range los {
 			s.leftovers[lo.path] = lo
 		}
 	}
@@ -112,15 +137,20 @@ func (s *Session) cleanRound() bool {
 // whether lo is settled (deleted, gone, or no longer the call's) rather than
 // to be tried again (an etcd error, a change in between, or an acquire or
 // adopt of the key in flight in this session). It reads the key, then deletes
-// it guarded by the CreateRevision it read and this session's lease: never a
-// newer grant, never another lease's key. A lock key a live Lock of this
+// it guarded by the CreateRevision and ModRevision it read and this session's
+// lease: never a newer grant, never a key written since the read (its value
+// may no longer be the call's), never another lease's key. A lock key a live Lock of this
 // session tracks (an Adopt of it) is settled, not deleted. claimed says that
 // the caller holds the key's busy mark already.
 func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool {
-	if lo.lock && !claimed {
+	if lo.lock && lo.token == 0 && !claimed {
 		// Keep acquires and adopts of the key out while deciding: one of
 		// them could otherwise track the key between the read and the
-		// delete.
+		// delete. A released Lock's key needs no mark: only an Adopt of
+		// the very grant this session just released could track it, and
+		// the delete would then end that Lock as a lost key, nothing worse;
+		// a mark would make this session's next acquire of the key fail
+		// with ErrBusy while the delete is in flight.
 		s.mu.Lock()
 		switch {
 		case s.err != nil:
@@ -142,7 +172,7 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 		return true
 	}
 	kv := resp.Kvs[0]
-	if clientv3.LeaseID(kv.Lease) != s.id || string(kv.Value) != lo.value {
+	if !lo.ours(kv, s.id) {
 		return true
 	}
 	if lo.lock && s.tracks(lo.key, kv.CreateRevision) {
@@ -150,6 +180,7 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 	}
 	del, err := s.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(lo.path), "=", kv.CreateRevision),
+		clientv3.Compare(clientv3.ModRevision(lo.path), "=", kv.ModRevision),
 		clientv3.Compare(clientv3.LeaseValue(lo.path), "=", s.id),
 	).Then(clientv3.OpDelete(lo.path)).Commit()
 	return err == nil && del.Succeeded

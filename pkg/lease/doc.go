@@ -41,9 +41,13 @@
 // even a lock whose key was deleted behind its back while its session lives
 // on, with its watch stalled, stops being valid within TTL - margin of the
 // last check; and ForceRelease keeps the next holder out for a full TTL
-// counted from after its delete committed (its tombstone's lease is renewed
-// once after the commit), however late the transaction applied. A Lock
-// whose validity lapsed writes nothing more: Update refuses it.
+// counted from after its delete applied, however late the transaction
+// applied: it also puts a marker on a short freshness lease granted just
+// before the tombstone's, so etcd refuses it as a whole once that lease is
+// gone, and the tombstone's lease outlives the freshness lease by the TTL
+// (plus a second of slack for etcd's batched revokes; it is also renewed
+// once after the commit). A Lock whose validity lapsed writes nothing more:
+// Update refuses it.
 // Valid and ValidUntil read the clock themselves (CLOCK_BOOTTIME on Linux,
 // which counts suspend), so they are right even when timers fire late.
 //
@@ -67,12 +71,18 @@
 // as long as its session lives: its waiter entry, and a lock key from a
 // transaction whose answer was lost, are deleted once by the call and, if
 // that fails, by the session, which retries every TTL/20 until each is
-// deleted or shown to be gone. The session deletes only what one of its own
-// calls wrote (the value carries a random call ID), guarded by the key's
-// CreateRevision and the session's lease: never a newer grant, never a key
-// it never tried to acquire (a resumed lease's keys, adopted or not), never
-// a key a Lock of the session tracks. A session that ended leaves the rest
-// to its lease: gone with it, or, after Orphan, to whoever resumes it.
+// deleted or shown to be gone. Release sends its delete even when its ctx
+// already ended (bounded by TTL/4); if that gets no answer, the session
+// deletes the key while it is still that grant. The session deletes only
+// what one of its own calls wrote (the value carries a random call ID; a
+// released key: its token), guarded by the CreateRevision and ModRevision it
+// read and the session's lease: never a newer grant, never a key changed
+// since it looked, never a lock key it never tried to acquire (a resumed
+// lease's lock keys, adopted or not: Session.Keys lists them, and they are
+// the resumer's to Adopt or release), never a key a Lock of the session
+// tracks. A resumed lease's queue entries belong to calls that died with
+// their process: ResumeSession deletes them. A session that ended leaves the
+// rest to its lease: gone with it, or, after Orphan, to whoever resumes it.
 // Grant, the controller's call, cleans up nothing: its caller settles a lost
 // answer by reading.
 //
@@ -82,7 +92,8 @@
 // Internal, which cover etcd's "no leader", "leader changed" and "request
 // timed out". Every other etcd error (too many operations, request too
 // large, permission denied, no space) is a refusal: returned as is, at once,
-// never retried. Guards that cannot fit in one transaction with the engine's
+// never retried; except etcd's "too many requests" (it is behind on
+// applying and proposed nothing), which a waiting Acquire retries. Guards that cannot fit in one transaction with the engine's
 // own compares are refused as ErrInvalid before anything is sent.
 //
 // # Non-guarantees
@@ -130,8 +141,12 @@
 //     second Lock of a key (ErrBusy, HeldError); across processes nothing
 //     can. Resume a lease only where something else guarantees a single
 //     owner, such as an election whose compare guards every write.
-//   - A ForceRelease whose answer was lost (ErrUnknownOutcome) may still
-//     apply; its lock-delay lease is then not renewed after the commit and
-//     expires up to the transaction's delay early. A ForceRelease that
-//     returns ErrLockDelayUnconfirmed applied, with the same caveat.
+//   - ForceRelease's lock-delay assumes that etcd revokes an expired lease
+//     within a second of its expiry (its leader does so in batches, and
+//     under a very heavy lease load it can lag more): a transaction that
+//     applies in that lag is still accepted. The renewal of the tombstone's
+//     lease after the commit covers such a lag whenever the answer arrives.
+//     A ForceRelease whose answer was lost revokes its freshness lease and
+//     reads, which settles the outcome; only if that fails too does the
+//     error wrap ErrUnknownOutcome, and the lock-delay holds either way.
 package lease

@@ -136,7 +136,15 @@ func (l *Lock) IsOwner() clientv3.Cmp {
 // with one transaction guarded by CreateRevision == token (and WithGuard
 // compares). It returns ErrNotHeld if the key was no longer this grant: a
 // retried Release never deletes a newer grant, even one of the same session.
-// After an error other than ErrNotHeld, Release may be called again.
+//
+// A ctx that already ended does not stop the delete (the usual
+// `defer l.Release(ctx)` runs after ctx ended): it is sent anyway, bounded by
+// TTL/4. If the delete cannot be sent or its answer is lost, and Release has
+// no WithGuard compares, the key is handed to the session's clean-up, which
+// deletes it while it is still this grant on the session's lease (as it does
+// a failed Acquire's leftovers); the error is returned all the same. After an
+// error other than ErrNotHeld, Release may be called again (an ErrNotHeld
+// then can mean that the clean-up deleted the key first).
 func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 	cfg, err := l.s.eng.lockConfig(opts)
 	if err != nil {
@@ -146,12 +154,23 @@ func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 	// The monitor ends on its own now. Join it after the transaction, which
 	// does not depend on it, so that its exit overlaps the round trip.
 	defer func() { <-l.exited }()
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = l.s.cleanupContext(ctx)
+		defer cancel()
+	}
 	resp, err := l.s.cli.Txn(ctx).
 		If(append([]clientv3.Cmp{l.IsOwner()}, cfg.guards...)...).
 		Then(clientv3.OpDelete(l.path)).
 		Else(clientv3.OpGet(l.path, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil {
+		if len(cfg.guards) == 0 {
+			// The key may still be there. With guards it stays (a later
+			// delete without them could act against them); without, the
+			// session deletes it while it is this grant.
+			l.s.handOver(leftover{key: l.key, path: l.path, lock: true, token: l.token})
+		}
 		return fmt.Errorf("release %s: %w", l.key, err)
 	}
 	if !resp.Succeeded {

@@ -51,6 +51,13 @@ func unknownOutcome(err error) bool {
 	return false
 }
 
+// overloaded reports whether etcd turned the request away because it is
+// behind on applying ("too many requests"): a refusal before anything was
+// proposed, so nothing applied, but one that passes. Waiters retry it.
+func overloaded(err error) bool {
+	return errors.Is(err, rpctypes.ErrTooManyRequests) || errors.Is(err, rpctypes.ErrGRPCRequestTooManyRequests)
+}
+
 // grpcCode returns the gRPC status code err carries: an etcd server error
 // (rpctypes.EtcdError), or a gRPC status error (anything in the chain with a
 // GRPCStatus method, status.FromError's contract), found by reflection

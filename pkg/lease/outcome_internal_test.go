@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -36,6 +37,8 @@ func TestUnknownOutcome(t *testing.T) {
 		{"permission denied", rpctypes.ErrPermissionDenied, false},
 		{"no space", rpctypes.ErrNoSpace, false},
 		{"too many requests", rpctypes.ErrTooManyRequests, false},
+		{"too many requests, raw", rpctypes.ErrGRPCRequestTooManyRequests, false},
+		{"too many requests, wrapped", fmt.Errorf("txn: %w", rpctypes.ErrTooManyRequests), false},
 		{"not leader", rpctypes.ErrNotLeader, false},
 		{"lease not found", rpctypes.ErrLeaseNotFound, false},
 		{"grpc message too large", status.Error(codes.ResourceExhausted, "trying to send message larger than max"), false},
@@ -43,6 +46,10 @@ func TestUnknownOutcome(t *testing.T) {
 		{"plain error", errors.New("etcdclient: no available endpoints"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			wantOverloaded := strings.HasPrefix(tc.name, "too many requests")
+			if got := overloaded(tc.err); got != wantOverloaded {
+				t.Fatalf("overloaded(%v) = %v, want %v", tc.err, got, wantOverloaded)
+			}
 			if got := unknownOutcome(tc.err); got != tc.want {
 				t.Fatalf("unknownOutcome(%v) = %v, want %v", tc.err, got, tc.want)
 			}

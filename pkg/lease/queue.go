@@ -31,7 +31,8 @@ import (
 // succeeds (see Session). An entry an earlier call of this session left is
 // deleted and the call queues at the back. An error etcd refused a request
 // with (too many operations, request too large, ...) is returned at once;
-// only lost answers are retried. A key this session already holds yields a
+// only lost answers, and etcd's "too many requests" (it applied nothing and
+// is catching up), are retried. A key this session already holds yields a
 // *HeldError at once, since waiting for it would never end.
 func (s *Session) Acquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
 	l, err := s.acquire(ctx, key, holder, opts)
@@ -94,7 +95,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		}
 		if queued && (w == nil || w.rev == 0) {
 			if w, err = s.enqueue(ctx, key, v); err != nil {
-				if !unknownOutcome(err) {
+				if !unknownOutcome(err) && !overloaded(err) {
 					return nil, err // refused: nothing was written
 				}
 				s.backoff(ctx)
@@ -118,7 +119,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			}
 		case look:
 			if o, err = w.look(ctx, key); err != nil {
-				if !unknownOutcome(err) {
+				if !unknownOutcome(err) && !overloaded(err) {
 					return nil, err
 				}
 				s.backoff(ctx)
@@ -138,6 +139,11 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			if ambiguous == nil {
 				ambiguous = &o.sent
 			}
+			s.backoff(ctx)
+			continue
+		case overloaded(err):
+			// Nothing applied, and etcd will catch up: try again, keeping
+			// any place in the queue.
 			s.backoff(ctx)
 			continue
 		case o.holder != nil && clientv3.LeaseID(o.holder.Lease) == s.id:

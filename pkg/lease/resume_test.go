@@ -3,6 +3,7 @@ package lease_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -88,4 +89,49 @@ func TestResumeSessionAdopt(t *testing.T) {
 			t.Fatalf("ResumeSession(revoked) = %v, want ErrSessionExpired", err)
 		}
 	})
+}
+
+// Session.Keys lists the lock keys on a resumed lease, by name with their
+// tokens, and nothing else on it (its queue entries are not lock keys).
+func TestResumedSessionKeys(t *testing.T) {
+	const ttl = 3 * time.Second
+	e := newEnv(t)
+	direct := e.engine(e.cli)
+	other, err := e.session(direct, ttl).TryAcquire(ctx(t), "busy", "other")
+	if err != nil {
+		t.Fatalf("TryAcquire = %v, want nil", err)
+	}
+	old := e.session(direct, ttl)
+	a, err := old.TryAcquire(ctx(t), "a", "pod-1")
+	if err != nil {
+		t.Fatalf("TryAcquire(a) = %v, want nil", err)
+	}
+	b, err := old.TryAcquire(ctx(t), "ns/b", "pod-1")
+	if err != nil {
+		t.Fatalf("TryAcquire(ns/b) = %v, want nil", err)
+	}
+	res := make(chan error, 1)
+	go func() { _, err := old.Acquire(ctx(t), "busy", "pod-1"); res <- err }()
+	waiters(t, direct, "busy", 1)
+	old.Orphan()
+	if err := <-res; !errors.Is(err, lease.ErrSessionClosed) {
+		t.Fatalf("Acquire of an orphaned session = %v, want ErrSessionClosed", err)
+	}
+
+	s, err := e.engine(e.srv.Client(t)).ResumeSession(ctx(t), old.ID())
+	if err != nil {
+		t.Fatalf("ResumeSession = %v, want nil", err)
+	}
+	t.Cleanup(func() { _ = s.Close(ctx(t)) })
+	got, err := s.Keys(ctx(t))
+	if err != nil {
+		t.Fatalf("Keys = %v, want nil", err)
+	}
+	want := map[string]int64{"a": a.Token(), "ns/b": b.Token()}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Keys = %v, want %v", got, want)
+	}
+	if h := holding(t, direct, "busy"); h.Waiters != 0 || h.Token != other.Token() {
+		t.Fatalf("busy after resume: token %d waiters %d, want %d 0 (the dead call's entry deleted)", h.Token, h.Waiters, other.Token())
+	}
 }

@@ -82,7 +82,11 @@ func (e *Engine) NewSession(ctx context.Context, ttl time.Duration, opts ...Sess
 }
 
 // ResumeSession takes over the lease id, for example after a restart, and
-// starts renewing it. Its keys stay held; Adopt gives a *Lock for each. The
+// starts renewing it. Its lock keys stay held: they are the resumer's to
+// Adopt (a *Lock for each) or release (Engine.Release); Session.Keys lists
+// them. Its queue entries belong to Acquire calls that died with the process
+// that made them: the new session deletes them (guarded by their
+// CreateRevision and the lease), so that they block no one. The
 // lease's granted TTL must be at least MinTTL. A lease that is gone yields
 // ErrSessionExpired; a lease that a live session of this engine renews
 // yields ErrBusy.
@@ -123,10 +127,16 @@ func (e *Engine) resume(ctx context.Context, id clientv3.LeaseID, cfg sessionCon
 		return nil, err
 	}
 	margin, _ := cfg.resolve(ttl)
+	stale, err := e.staleEntries(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	if !e.reserve(id) {
 		return nil, fmt.Errorf("%w: a live session of this engine renews the lease", ErrBusy)
 	}
-	return e.start(id, ttl, margin, sent), nil
+	s := e.start(id, ttl, margin, sent)
+	s.settle(ctx, stale...)
+	return s, nil
 }
 
 func (e *Engine) validateSession(ttl time.Duration, cfg sessionConfig) error {

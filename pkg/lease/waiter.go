@@ -181,12 +181,16 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 		// Cannot happen: the entry was there or the nested Put created it.
 		return nil, w, o, false, fmt.Errorf("%w: queue entry not found after put", ErrLocked)
 	}
+	// The value tells whose the entry is; the revision alone does not: a
+	// transaction that wrote nothing (the entry was there) has the revision
+	// of the last write, which can be the entry's own.
+	if string(own[0].Value) != w.value {
+		w.rev = 0 // another call's: enqueue deletes it
+		return nil, w, o, false, o.err()
+	}
 	w.rev = own[0].CreateRevision
 	if w.rev != resp.Header.Revision {
-		if string(own[0].Value) != w.value {
-			w.rev = 0 // another call's: enqueue deletes it
-		}
-		return nil, w, o, false, o.err()
+		return nil, w, o, false, o.err() // an earlier join of this call put it
 	}
 	for _, kv := range rs[3].GetResponseRange().Kvs {
 		if kv.CreateRevision < w.rev {
