@@ -30,7 +30,9 @@ func TestNodeLifecycle(t *testing.T) {
 	if err != nil || !strings.Contains(out, "node already running") {
 		t.Errorf("up.sh on a running node = %v, output %q; want success and \"node already running\"", err, out)
 	}
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", filepath.Join(n.root, "hack", "node", "up.sh"))
+	// The refusal runs from a copy that uid 65534 can read: a clone in a folder only root may
+	// enter (mktemp -d makes 0700) would refuse it before the script runs at all.
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", readableCopy(t, n.root, "up.sh", "lib.sh"))
 	cmd.Env = n.environ(nil)
 	refusal, err := cmd.CombinedOutput()
 	if lines := strings.Split(strings.TrimSpace(string(refusal)), "\n"); err == nil || len(lines) != 1 || !strings.Contains(lines[0], "needs root") {
@@ -91,4 +93,34 @@ func TestNodeLifecycle(t *testing.T) {
 
 	n.stop(t) // asserts nothing is left
 	n.stop(t) // and a second stop is harmless
+}
+
+// readableCopy copies the named hack/node scripts into a new folder that every user may read
+// and returns the path of the first one; the folder is removed when the test ends.
+func readableCopy(t *testing.T, root string, names ...string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lockwarden-e2e-scripts-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	node := filepath.Join(dir, "hack", "node")
+	if err := os.MkdirAll(node, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "hack"), node} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(root, "hack", "node", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(node, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(node, names[0])
 }
