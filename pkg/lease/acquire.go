@@ -147,7 +147,9 @@ func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConf
 	cmps = append(cmps, cfg.guards...)
 
 	o := obstacle{sent: now()}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	tctx, cancel := s.callContext(ctx)
+	resp, err := s.cli.Txn(tctx).If(cmps...).Then(then...).Else(els...).Commit()
+	cancel()
 	if err != nil {
 		return 0, o, writeErr(err)
 	}
@@ -257,4 +259,12 @@ func (s *Session) tracks(key string, token int64) bool {
 	defer s.mu.Unlock()
 	l := s.locks[key]
 	return l != nil && l.token == token
+}
+
+// callContext bounds one acquire transaction by TTL/4 (below the renewal period), so that one
+// hung etcd member (stopped, not refusing) cannot hold an acquire, and every waiter queued
+// behind it, for as long as it hangs: past the deadline the outcome is unknown, the caller
+// reads again, and the client's balancer sends the next call to another member.
+func (s *Session) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.callTimeout())
 }

@@ -34,11 +34,13 @@ func (s *Session) newWaiter(key string, v value) *waiter {
 func (s *Session) enqueue(ctx context.Context, key string, v value) (*waiter, error) {
 	w := s.newWaiter(key, v)
 	for range 3 {
-		resp, err := s.cli.Txn(ctx).
+		tctx, cancel := s.callContext(ctx)
+		resp, err := s.cli.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)).
 			Then(clientv3.OpPut(w.path, w.value, clientv3.WithLease(s.id))).
 			Else(clientv3.OpGet(w.path)).
 			Commit()
+		cancel()
 		if err != nil {
 			// The entry may exist; enqueue again finds it, and the clean-up
 			// deletes it by value.
@@ -108,7 +110,7 @@ func (w *waiter) look(ctx context.Context, key string) (obstacle, error) {
 	// A deadline on the read: one hung etcd member (stopped, not refusing) would otherwise
 	// hold the waiter, and everyone queued behind it, for as long as it hangs; after the
 	// deadline the caller backs off and the client's balancer sends the next read elsewhere.
-	ctx, cancel := context.WithTimeout(ctx, w.s.callTimeout())
+	ctx, cancel := w.s.callContext(ctx)
 	defer cancel()
 	resp, err := w.s.cli.Txn(ctx).Then(w.reads(key)...).Commit()
 	if err != nil {
@@ -155,7 +157,9 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)))
 
 	sent := now()
-	resp, err := s.cli.Txn(ctx).If(
+	tctx, cancel := s.callContext(ctx)
+	defer cancel()
+	resp, err := s.cli.Txn(tctx).If(
 		clientv3.Compare(clientv3.CreateRevision(path), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix(),
