@@ -167,7 +167,7 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		}
 	}()
 
-	grants, err := a.grantSession(election.Context(), election)
+	grants, err := a.grants(election.Context(), election)
 	if err != nil {
 		if election.Context().Err() != nil {
 			return fmt.Errorf("%w: epoch %d: %w", ErrElectionLost, epoch, context.Cause(election.Context()))
@@ -231,6 +231,30 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 			return fmt.Errorf("%w: epoch %d: %w", ErrElectionLost, epoch, election.Err())
 		}
 		return fmt.Errorf("epoch %d: controller stopped: %w", epoch, err)
+	}
+}
+
+// grants gets the grant session for this epoch, each attempt bounded by ElectionTTL/4 and
+// retried while the election lasts: one hung etcd member (stopped, not refusing) would
+// otherwise hold the new epoch until gRPC's keepalive gives up on it, and the process would
+// exit and hand the election on, costing another failover.
+func (a *Active) grants(ctx context.Context, election *lease.Lock) (*lease.Session, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, a.cfg.ElectionTTL/4)
+		s, err := a.grantSession(actx, election)
+		cancel()
+		switch {
+		case err == nil:
+			return s, nil
+		case ctx.Err() != nil, errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrGuardFailed):
+			return nil, err
+		}
+		log.FromContext(ctx).Info("grant lease not ready; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(a.cfg.Retry):
+		}
 	}
 }
 

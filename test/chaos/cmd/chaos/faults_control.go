@@ -100,6 +100,10 @@ func (r *run) loseAcquireReply(ctx context.Context) (healFunc, error) {
 	}, nil
 }
 
+// hungMemberDetection is how long an etcd client takes to stop using a member that stopped
+// answering without closing its connections: gRPC keepalive time + timeout.
+const hungMemberDetection = 10 * time.Second
+
 // stalledWatch SIGSTOPs an etcd follower: watches served by it stall without an error while
 // the cluster keeps its quorum. Then the active controller is killed and the holder deleted
 // gracefully, so that a standby must take over (its election wait may be one of the stalled
@@ -134,7 +138,13 @@ func (r *run) stalledWatch(ctx context.Context, f chaos.Fault) (healFunc, error)
 	if err := r.kubelet.gracefulDelete(ctx, s, deleteOpts{}); err != nil {
 		return resume, err
 	}
-	if err := r.checkLiveness(ctx, f.Kind+" (member stopped)", r.h.livenessBound()); err != nil {
+	// A stopped member is not a failed one: its TCP connections stay up, so the managers'
+	// etcd clients keep routing a share of their calls to it until gRPC's keepalive gives up
+	// on it (cmd/lockwarden: DialKeepAliveTime + DialKeepAliveTimeout, 5 s + 5 s; etcd
+	// refuses keepalives more frequent than 5 s). Each such call costs its own deadline and a
+	// retry; the new epoch's first calls can meet it several times in a row. The bound adds
+	// that detection once.
+	if err := r.checkLiveness(ctx, f.Kind+" (member stopped)", r.h.livenessBound()+hungMemberDetection); err != nil {
 		return resume, err
 	}
 	return func(ctx context.Context) error {
