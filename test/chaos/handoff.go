@@ -54,7 +54,11 @@ func CheckHandoffs(obs []StatusObs, lives []Life, rule HandoffRule) []Violation 
 	for _, o := range obs {
 		holding := o.HolderUID != "" && o.Token != 0 && (o.Phase == "Held" || o.Phase == "Releasing")
 		if cur != nil && (!holding || o.HolderUID != cur.uid || o.Token != cur.token) {
-			vs = append(vs, judgeEnd(*cur, o, byUID[cur.uid], rule)...)
+			// A new token for the same pod (DESIGN: a vanished key whose holder is still
+			// eligible is granted again at once) hands the lock to nobody else.
+			if !holding || o.HolderUID != cur.uid {
+				vs = append(vs, judgeEnd(*cur, o, byUID[cur.uid], rule)...)
+			}
 			cur = nil
 		}
 		if !holding {

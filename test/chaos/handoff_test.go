@@ -36,7 +36,8 @@ func TestCheckHandoffs(t *testing.T) {
 			[]Life{{UID: "a", Start: 0, Exit: 2*sec - sec/2}, {UID: "a", Start: 2*sec + sec/4}, {UID: "b"}}, "was started again 250ms later"},
 		{"exited only after the end", []StatusObs{held(1, "a", 5, 1*sec), held(2, "b", 7, 2*sec)},
 			[]Life{{UID: "a", Start: 0, Exit: 3 * sec}, {UID: "b"}}, "it exited 1s later"},
-		{"regrant of the same pod, new token", []StatusObs{held(1, "a", 5, 1*sec), held(2, "a", 9, 2*sec)}, running, "token 5 ended at rv 2"},
+		{"regrant of the same pod, new token", []StatusObs{held(1, "a", 5, 1*sec), held(2, "a", 9, 2*sec)}, running, ""},
+		{"regrant, then another pod at once", []StatusObs{held(1, "a", 5, 1*sec), held(2, "a", 9, 2*sec), held(3, "b", 12, 3*sec)}, running, "token 9 ended at rv 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
