@@ -28,3 +28,27 @@ func TestPublishGrantClosesOpenTerms(t *testing.T) {
 		t.Errorf("history[1] = ended %v reason %q, want ended with %s", old.Ended, old.Reason, lockv1.ReasonKeyVanished)
 	}
 }
+
+// TestEtcdReplaced: the probe wakes every lock when etcd answers as another cluster or with
+// a revision that went back (a restore), not on a revision that moved on.
+func TestEtcdReplaced(t *testing.T) {
+	seen := etcdIdentity{cluster: 7, revision: 100}
+	for _, tc := range []struct {
+		name     string
+		cluster  uint64
+		revision int64
+		want     bool
+	}{
+		{"same cluster, later revision", 7, 120, false},
+		{"same cluster, same revision", 7, 100, false},
+		{"same cluster, revision went back (restore without --bump-revision)", 7, 40, true},
+		{"another cluster (restore makes a new one)", 8, 1_000_000_100, true},
+	} {
+		if got := seen.replacedBy(tc.cluster, tc.revision); got != tc.want {
+			t.Errorf("%s: replacedBy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (etcdIdentity{}).replacedBy(7, 1) {
+		t.Errorf("the first answer counted as a replacement")
+	}
+}

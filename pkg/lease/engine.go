@@ -188,6 +188,9 @@ type Holding struct {
 	LockDelay bool
 	// Revision is the etcd revision the view was read at.
 	Revision int64
+	// ClusterID is the etcd cluster that answered: a restore from a snapshot makes a new
+	// cluster, whose revisions and keys are the snapshot's.
+	ClusterID uint64
 }
 
 // Inspect reads the lock named key with one linearizable transaction, then
@@ -207,6 +210,7 @@ func (e *Engine) Inspect(ctx context.Context, key string) (Holding, error) {
 	h := Holding{
 		Key:       key,
 		Revision:  resp.Header.Revision,
+		ClusterID: resp.Header.ClusterId,
 		LockDelay: len(resp.Responses[1].GetResponseRange().Kvs) > 0,
 		Waiters:   resp.Responses[2].GetResponseRange().Count,
 	}
