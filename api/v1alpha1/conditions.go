@@ -42,10 +42,25 @@ const (
 	ReasonSelectorChanged = "SelectorChanged"
 	// ReasonStrategyChanged means spec.strategy changed while the lock was held.
 	ReasonStrategyChanged = "StrategyChanged"
+	// ReasonHolderReleased means the holder pod confirmed that its work under the term stopped
+	// (AnnotationHolderRelease naming the term's holder UID and token, as etcd records them):
+	// the term ended at once, without the lock delay.
+	ReasonHolderReleased = "HolderReleased"
+	// ReasonOperatorRelease means an operator asked for the term to end (AnnotationReleaseRequest
+	// naming its token): it went through Releasing and the full lock delay. The history entry's
+	// message carries AnnotationReleaseReason.
+	ReasonOperatorRelease = "OperatorRelease"
 	// ReasonTokenRegression means etcd shows a token at or below status.maxFencingToken that is not
 	// the published one, or the controller's epoch is below status.controllerEpoch (etcd was
 	// restored from a backup without --bump-revision, or replaced). Nothing is granted.
 	ReasonTokenRegression = "TokenRegression"
+)
+
+// Reasons used only in Events.
+const (
+	// ReasonReleaseRequestIgnored means an AnnotationReleaseRequest named a token that is not
+	// the current term's (or could not be parsed): nothing changed.
+	ReasonReleaseRequestIgnored = "ReleaseRequestIgnored"
 )
 
 // Reasons used only in conditions.

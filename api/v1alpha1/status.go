@@ -114,4 +114,9 @@ type Term struct {
 	// Reason is why the term began (Granted, Regranted) or ended (see the Reason constants).
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// Message is the operator's reason (annotation lockwarden.io/release-reason) for a term
+	// ended by a release request (reason OperatorRelease), at most 256 bytes.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Message string `json:"message,omitempty"`
 }
