@@ -210,9 +210,9 @@ image: ## Build the manager, fenced-worker, pause (and the benchmark's leworker)
 	@if [ "$$(id -u)" = 0 ] && hack/node/ctr version >/dev/null 2>&1; then \
 		for i in lockwarden fenced-worker pause leworker; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
 
-bench-node: envtest-bins node-bins node-deps image ## Planned handoff on real pods, lockwarden vs client-go leader election, one node, one run (root; about 3 minutes).
+bench-node: envtest-bins node-bins node-deps image ## Planned handoff and a crash with a real restart on real pods, lockwarden vs client-go leader election, one node, one run (root; about 4 minutes).
 	@[ "$$(id -u)" = 0 ] || { echo "bench-node: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }
-	go test -count=1 -timeout 20m -tags e2e -run '^$$' -bench HandoffRealPods -benchtime 10x ./test/e2e/ 2>&1 | tee $(BIN)/bench-node.log
+	go test -count=1 -timeout 20m -tags e2e -run '^$$' -bench HandoffRealPods -benchtime 8x ./test/e2e/ 2>&1 | tee $(BIN)/bench-node.log
 
 e2e: envtest-bins node-bins node-deps image ## Run the end-to-end suite on a real node (root; about 6 minutes): test/e2e.
 	@[ "$$(id -u)" = 0 ] || { echo "e2e: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }

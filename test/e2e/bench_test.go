@@ -7,15 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// BenchmarkHandoffRealPods measures a planned handoff on real pods, lockwarden and client-go
+// BenchmarkHandoffRealPods measures a planned handoff (and, in benchCrash, a crash with a
+// real restart) on real pods, lockwarden and client-go
 // leader election side by side on one node in one run, in the same Deployment shape (3
 // replicas, lease 4 s): delete the holder pod (graceful, as `kubectl delete pod`), then time
 // until the next holder is published (lockwarden: the DistributedLock's status as watched;
@@ -65,6 +68,72 @@ func BenchmarkHandoffRealPods(b *testing.B) {
 			ds = append(ds, time.Since(t0))
 		}
 		report(b, ds)
+	})
+	benchCrash(b, n, c)
+}
+
+// benchCrash measures a crash with a real restart (SIGKILL of the holder's process,
+// restartPolicy Always) on the same node, lockwarden and client-go side by side: the time
+// from the kill until a live process leads again. lockwarden: the lock Held again after the
+// crash was seen (the same pod back once Ready, or the next pod after the lock delay, since a
+// container the kubelet is about to restart is no proof that the process stopped). client-go:
+// the Lease renewed after the kill (a SIGKILLed process renews nothing, so the renewal is the
+// restarted process's, which keeps its identity and leads at once, or another pod's). After
+// each sample the crashed pod is deleted, so that every sample is a first crash (the kubelet's
+// restart back-off grows with each crash of one container).
+func benchCrash(b *testing.B, n *node, c *cluster) {
+	ctx := context.Background()
+	b.Run("crash/lockwarden", func(b *testing.B) {
+		var ds []time.Duration
+		for range b.N {
+			l := c.steady(b)
+			tok, holder := l.Status.FencingToken, l.Status.Holder
+			pid := c.containerPID(b, c.getPod(b, workerNS, holder))
+			m, t0 := c.rec.mark(), time.Now()
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				b.Fatalf("kill the holder's process %d: %v", pid, err)
+			}
+			c.rec.waitLock(b, lockName, 2*time.Minute, "Held again after the crash", func(l *lockv1.DistributedLock) bool {
+				_, locks := c.rec.since(m)
+				tm, _ := termOfNoFail(terms(locks), tok)
+				return isHeld(l) && (l.Status.FencingToken > tok || !tm.ReleasingAt.IsZero())
+			})
+			ds = append(ds, time.Since(t0))
+			c.deleteAndSettle(b, workerNS, holder)
+		}
+		report(b, ds)
+	})
+	b.Run("crash/client-go", func(b *testing.B) {
+		var ds []time.Duration
+		for range b.N {
+			holder := c.leaseSteady(b)
+			pid := c.containerPID(b, c.getPod(b, "le-demo", holder))
+			t0 := time.Now()
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				b.Fatalf("kill the leader's process %d: %v", pid, err)
+			}
+			eventuallyFast(b, 2*time.Minute, "a Lease renewal after the kill", func() bool {
+				l, err := n.kube.CoordinationV1().Leases("le-demo").Get(ctx, "leworker", metav1.GetOptions{})
+				return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t0)
+			})
+			ds = append(ds, time.Since(t0))
+			c.deleteAndSettle(b, "le-demo", holder)
+		}
+		report(b, ds)
+	})
+}
+
+// deleteAndSettle deletes the pod and waits until it is gone, so that the Deployment's
+// replacement starts with no restart back-off.
+func (c *cluster) deleteAndSettle(t testing.TB, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.n.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
+	}
+	eventually(t, 2*time.Minute, "pod "+ns+"/"+name+" gone", func() bool {
+		_, err := c.n.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
 	})
 }
 
