@@ -9,9 +9,24 @@ import (
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
+// notEligible is the one statement of DESIGN.md's eligibility rule (Running, Ready=True, not
+// being deleted): it says which part a pod fails, in that order, or "" when the pod may hold a
+// lock. eligible and Explain both read it, so an explanation cannot disagree with a grant.
+func notEligible(p *corev1.Pod) Ineligibility {
+	switch {
+	case p.DeletionTimestamp != nil:
+		return PodTerminating
+	case p.Status.Phase != corev1.PodRunning:
+		return PodNotRunning
+	case !podReady(p):
+		return PodNotReady
+	}
+	return ""
+}
+
 // eligible reports whether a pod may hold a lock: Running, Ready=True, not being deleted.
 func eligible(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p)
+	return notEligible(p) == ""
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -34,48 +49,48 @@ func readySince(p *corev1.Pod) metav1.Time {
 	return metav1.Time{}
 }
 
+// rank orders every pod by the strategy's preference, best first, eligible or not: under
+// Preferred the preferred pod first; then by the last transition of Ready (FirstReady) or by
+// creation time (OldestReady, and Preferred for the others); ties broken by name. choose
+// grants the first eligible pod of this order.
+func rank(spec *lockv1.DistributedLockSpec, pods []corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		out[i] = &pods[i]
+	}
+	preferred := func(p *corev1.Pod) bool {
+		return spec.Strategy == lockv1.StrategyPreferred && p.Name == spec.PreferredHolder
+	}
+	key := func(p *corev1.Pod) metav1.Time {
+		if spec.Strategy == lockv1.StrategyFirstReady {
+			return readySince(p)
+		}
+		return p.CreationTimestamp
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if pa, pb := preferred(a), preferred(b); pa != pb {
+			return pa
+		}
+		if ta, tb := key(a), key(b); !ta.Equal(&tb) {
+			return ta.Before(&tb)
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
 // choose picks the next holder among eligible pods by strategy, skipping the UID in exclude
 // (the holder whose term just ended). It returns nil when none is eligible. With Preferred
 // and no holder, the preferred pod is granted at once when eligible; preemption of another
 // holder is decided elsewhere.
 func choose(spec *lockv1.DistributedLockSpec, pods []corev1.Pod, exclude string) *corev1.Pod {
-	var cands []*corev1.Pod
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range rank(spec, pods) {
 		if eligible(p) && string(p.UID) != exclude {
-			cands = append(cands, p)
+			return p
 		}
 	}
-	if len(cands) == 0 {
-		return nil
-	}
-	if spec.Strategy == lockv1.StrategyPreferred {
-		for _, p := range cands {
-			if p.Name == spec.PreferredHolder {
-				return p
-			}
-		}
-	}
-	byName := func(a, b *corev1.Pod) bool { return a.Name < b.Name }
-	switch spec.Strategy {
-	case lockv1.StrategyFirstReady:
-		sort.SliceStable(cands, func(i, j int) bool {
-			ti, tj := readySince(cands[i]), readySince(cands[j])
-			if !ti.Equal(&tj) {
-				return ti.Before(&tj)
-			}
-			return byName(cands[i], cands[j])
-		})
-	default: // OldestReady, and Preferred while the preferred pod is not eligible
-		sort.SliceStable(cands, func(i, j int) bool {
-			ti, tj := cands[i].CreationTimestamp, cands[j].CreationTimestamp
-			if !ti.Equal(&tj) {
-				return ti.Before(&tj)
-			}
-			return byName(cands[i], cands[j])
-		})
-	}
-	return cands[0]
+	return nil
 }
 
 // countEligible counts the eligible pods.

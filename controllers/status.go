@@ -88,8 +88,9 @@ func setCondition(st *lockv1.DistributedLockStatus, generation int64, typ string
 	})
 }
 
-// setHeldCondition derives the Held condition from the phase.
-func setHeldCondition(st *lockv1.DistributedLockStatus, generation int64) {
+// setHeldCondition derives the Held condition from the phase. Without a holder its message
+// says why nobody holds the lock (noHolderMessage), from the turn's candidates.
+func setHeldCondition(st *lockv1.DistributedLockStatus, generation int64, spec *lockv1.DistributedLockSpec, selErr error, pods []corev1.Pod) {
 	switch st.Phase {
 	case lockv1.PhaseHeld:
 		setCondition(st, generation, lockv1.ConditionHeld, true, lockv1.ReasonHolderPublished,
@@ -104,8 +105,21 @@ func setHeldCondition(st *lockv1.DistributedLockStatus, generation int64) {
 	case lockv1.PhaseSuspended:
 		setCondition(st, generation, lockv1.ConditionHeld, false, lockv1.ReasonSuspended, "spec.suspend is true")
 	default:
-		setCondition(st, generation, lockv1.ConditionHeld, false, lockv1.ReasonNoHolder, "no eligible candidate holds the lock")
+		setCondition(st, generation, lockv1.ConditionHeld, false, lockv1.ReasonNoHolder, noHolderMessage(spec, st, selErr, pods))
 	}
+}
+
+// noHolderMessage is the Held=False NoHolder message: why no candidate is granted, for the
+// best one (Explain's order), or which pod is granted next when one is eligible already.
+func noHolderMessage(spec *lockv1.DistributedLockSpec, st *lockv1.DistributedLockStatus, selErr error, pods []corev1.Pod) string {
+	if selErr != nil {
+		return "no eligible candidate: spec.candidates.selector cannot be used (see the Valid condition)"
+	}
+	ex := Explain(spec, st, pods)
+	if ex.Next != "" {
+		return fmt.Sprintf("no holder yet: pod %s is eligible and is granted next", ex.Next)
+	}
+	return NoEligibleMessage(&ex, len(pods))
 }
 
 // validity is what only the controller can judge about a lock: Valid=True or a reason.

@@ -95,7 +95,7 @@ func (t *turn) etcdDown(ctx context.Context, cause error) error {
 func (t *turn) publish(ctx context.Context) error {
 	gen := t.lock.Generation
 	t.st.ObservedGeneration = gen
-	setHeldCondition(&t.st, gen)
+	setHeldCondition(&t.st, gen, &t.lock.Spec, t.selErr, t.in.pods)
 	if t.restarted {
 		setCondition(&t.st, gen, lockv1.ConditionHeld, false, releasingReason(&t.st),
 			fmt.Sprintf("term of %s (token %d) is ending; the lock delay started again (etcd had recorded it Held)", t.st.Holder, t.st.FencingToken))
