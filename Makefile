@@ -19,6 +19,9 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 
 IMG        ?= lockwarden:dev
+# The manager's `--version`: set by `make build` and `make image`; a plain go build says "dev".
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION_LDFLAGS := -X main.version=$(VERSION)
 ARGS       ?=
 GO_TEST    ?= go test -race -count=1 -timeout 30m
 # envtest finds kube-apiserver and etcd here (internal/testenv also looks in ./bin itself).
@@ -40,6 +43,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the API and controller markers.
 	$(CONTROLLER_GEN) crd rbac:roleName=lockwarden-manager paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./hack/crddoc config/crd/bases/*.yaml
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -77,7 +81,7 @@ test: envtest-bins build ## Run every test with -race: unit, engine (real etcd),
 
 .PHONY: build
 build: ## Build the manager (./bin/lockwarden), the example workload and the playground.
-	CGO_ENABLED=0 go build -o $(BIN)/lockwarden ./cmd/lockwarden
+	CGO_ENABLED=0 go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/lockwarden ./cmd/lockwarden
 	go build -o $(BIN)/fenced-worker ./examples/fenced-worker
 	go build -o $(BIN)/playground ./cmd/playground
 
@@ -103,9 +107,43 @@ bench-lease: ## pkg/lease vs etcd's concurrency.Mutex on one embedded etcd with 
 docker-build: ## Build the manager image (needs a Docker engine).
 	docker build -t $(IMG) .
 
-.PHONY: deploy
-deploy: $(KUBECTL) ## Apply config/default to the cluster of the current kubeconfig.
-	$(KUBECTL) apply -k config/default
+##@ Install (the cluster of the current kubeconfig; docs/install.md)
+
+# DEPLOY_DIR: config/default (one manager, embedded etcd on a PersistentVolumeClaim) or
+# config/ha (two replicas, your etcd cluster over TLS), or an overlay of either.
+DEPLOY_DIR       ?= config/default
+DEPLOY_TIMEOUT   ?= 5m
+UNDEPLOY_TIMEOUT ?= 10m
+LOCK_CRD         := distributedlocks.lockwarden.io
+
+.PHONY: install uninstall deploy undeploy
+install: | $(KUBECTL) ## Install the DistributedLock CRD only (kubectl apply -k config/crd).
+	$(KUBECTL) apply -k config/crd
+
+uninstall: | $(KUBECTL) ## Delete the CRD; refuses while any DistributedLock is left (make undeploy first).
+	@if $(KUBECTL) get crd $(LOCK_CRD) >/dev/null 2>&1; then \
+		n=$$($(KUBECTL) get $(LOCK_CRD) -A -o name | wc -l); \
+		if [ "$$n" -gt 0 ]; then \
+			echo "uninstall: $$n DistributedLocks are left; deleting the CRD now would leave them stuck on their finalizers."; \
+			echo "  with the manager running: make undeploy; with it gone: docs/install.md, Uninstall"; exit 1; \
+		fi; \
+	fi
+	$(KUBECTL) delete -k config/crd --ignore-not-found
+
+deploy: | $(KUBECTL) ## Apply DEPLOY_DIR (default config/default: one manager with embedded etcd; config/ha: two, your etcd), wait for the rollout.
+	$(KUBECTL) apply -k $(DEPLOY_DIR)
+	$(KUBECTL) -n lockwarden-system rollout status deployment/lockwarden-manager --timeout=$(DEPLOY_TIMEOUT)
+
+# The order matters: the locks first, while the manager still runs, so that each term ends
+# (a held lock waits its lock delay) and the finalizers go; then the manager, RBAC, namespace
+# and CRD. Deleting the manager first would leave every lock, its namespace and the CRD stuck.
+undeploy: | $(KUBECTL) ## Delete every DistributedLock and wait for their finalizers while the manager runs, then everything of DEPLOY_DIR.
+	@if $(KUBECTL) get crd $(LOCK_CRD) >/dev/null 2>&1; then \
+		echo "undeploy: deleting every DistributedLock while the manager runs (a held lock waits its lock delay)"; \
+		$(KUBECTL) delete $(LOCK_CRD) --all -A --wait --timeout=$(UNDEPLOY_TIMEOUT) || { \
+			echo "undeploy: DistributedLocks still wait for their finalizers: is the manager running? docs/install.md, Uninstall"; exit 1; }; \
+	fi
+	$(KUBECTL) delete -k $(DEPLOY_DIR) --ignore-not-found --wait --timeout=$(UNDEPLOY_TIMEOUT)
 
 ##@ Redis engine (pkg/redislock; docs/redis.md)
 
@@ -195,7 +233,7 @@ node-down: ## Stop the node by PID; remove its cgroups and the mountpoints it ma
 
 image: ## Build the manager, fenced-worker, pause (and the benchmark's leworker) images as docker-archive tarballs in ./bin/images; import them into a running node.
 	mkdir -p $(IMAGES_DIR)
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/lockwarden ./cmd/lockwarden
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGES_DIR)/lockwarden ./cmd/lockwarden
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/fenced-worker ./examples/fenced-worker
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/pause ./hack/node/pause
 	go run ./hack/mkimage -name localhost/lockwarden:dev -out $(IMAGES_DIR)/lockwarden.tar \

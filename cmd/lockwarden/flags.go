@@ -53,13 +53,16 @@ func bad(flag, format string, args ...any) error {
 	return &flagError{flag: flag, msg: fmt.Sprintf(format, args...)}
 }
 
-// parseFlags parses and validates args. Usage goes to usage (for --help only).
+// parseFlags parses and validates args. Usage goes to usage (for --help only); --version
+// returns errVersion before any other flag is validated.
 func parseFlags(args []string, usage io.Writer) (*options, error) {
 	o := &options{}
+	var showVersion bool
 	fs := flag.NewFlagSet("lockwarden", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.rawEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (https://host:2379,...); exactly one of this and --embedded-etcd-dir")
-	fs.StringVar(&o.embeddedEtcdDir, "embedded-etcd-dir", "", "run an in-process etcd with its data in this directory (development and the playground only)")
+	fs.StringVar(&o.embeddedEtcdDir, "embedded-etcd-dir", "", "run a single-member etcd in this process with its data (fsync on) in this directory: one replica only, never two processes on one directory (config/default puts it on a PersistentVolumeClaim)")
 	fs.StringVar(&o.embeddedEtcdListen, "embedded-etcd-listen", "127.0.0.1:2379", "client address of the embedded etcd (loopback); its peer port is the next one")
 	fs.StringVar(&o.etcdCA, "etcd-ca-file", "", "CA bundle that signs the etcd server certificates")
 	fs.StringVar(&o.etcdCert, "etcd-cert-file", "", "client certificate for etcd (with --etcd-key-file)")
@@ -84,6 +87,9 @@ func parseFlags(args []string, usage io.Writer) (*options, error) {
 			return nil, err
 		}
 		return nil, flagParseError(err)
+	}
+	if showVersion {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: lockwarden takes flags only", fs.Arg(0))
@@ -117,7 +123,7 @@ func (o *options) validate() error {
 	}
 	switch {
 	case len(o.etcdEndpoints) == 0 && o.embeddedEtcdDir == "":
-		return bad("etcd-endpoints", "required: set --etcd-endpoints, or --embedded-etcd-dir for development")
+		return bad("etcd-endpoints", "required: set --etcd-endpoints (an etcd cluster), or --embedded-etcd-dir (one replica with its own etcd)")
 	case len(o.etcdEndpoints) > 0 && o.embeddedEtcdDir != "":
 		return bad("embedded-etcd-dir", "cannot be combined with --etcd-endpoints")
 	case strings.TrimSpace(o.rawEndpoints) != "" && len(o.etcdEndpoints) == 0:

@@ -34,6 +34,10 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
+	if errors.Is(err, errVersion) {
+		printVersion(os.Stdout)
+		return
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lockwarden: %v\n", err)
 		os.Exit(2)
