@@ -84,23 +84,55 @@ func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// startEmbedded runs a single-member etcd in this process on loopback, with fsync on.
-func startEmbedded(dir, listen string) (*embed.Etcd, error) {
-	host, portStr, _ := net.SplitHostPort(listen)
-	port, err := strconv.Atoi(portStr)
+// Compaction of the embedded etcd's history. Without it every grant, release and election
+// entry stays in etcd's history for good: a long-lived single-member etcd grows until its
+// 2 GiB quota raises the NOSPACE alarm and refuses every write, grants included. The engine
+// never reads old revisions (waiters watch from "now" and re-read on ErrCompacted), so an
+// hour of history is plenty.
+const (
+	embeddedCompactionMode      = "periodic"
+	embeddedCompactionRetention = "1h"
+)
+
+// embeddedConfig is the configuration of the single-member etcd that --embedded-etcd-dir
+// runs: data (WAL and snapshots included) under dir, fsync on, client and peer URLs on the
+// loopback address listen and the next port, history compacted hourly.
+func embeddedConfig(dir, listen string) (*embed.Config, error) {
+	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, fmt.Errorf("--embedded-etcd-listen: port %q: %w", portStr, err)
+		return nil, fmt.Errorf("--embedded-etcd-listen: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65534 {
+		return nil, fmt.Errorf("--embedded-etcd-listen: port %q is not 1-65534 (the peer port is the next one)", portStr)
 	}
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.Name = "lockwarden-dev"
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
+	cfg.UnsafeNoFsync = false // a grant is acknowledged only once it is on disk
+	cfg.AutoCompactionMode = embeddedCompactionMode
+	cfg.AutoCompactionRetention = embeddedCompactionRetention
 	client := url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port))}
 	peer := url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port+1))}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("embedded etcd configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// startEmbedded runs a single-member etcd in this process (embeddedConfig). A data dir that
+// already holds a member is restarted from, keys and leases included: the grant lease
+// survives a restart of the one manager pod.
+func startEmbedded(dir, listen string) (*embed.Etcd, error) {
+	cfg, err := embeddedConfig(dir, listen)
+	if err != nil {
+		return nil, err
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
