@@ -14,7 +14,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
-// TestDeployManifestsDryRun applies config/default and the example's manifests server-side
+// TestDeployManifestsDryRun applies config/default, config/ha and the example's manifests server-side
 // (dry run) with kubectl 1.37 against a real API server, after creating their namespaces for
 // real (a dry run cannot create a namespace for the objects after it).
 func TestDeployManifestsDryRun(t *testing.T) {
@@ -48,8 +48,17 @@ func TestDeployManifestsDryRun(t *testing.T) {
 		{"config/default", []string{
 			"customresourcedefinition.apiextensions.k8s.io/distributedlocks.lockwarden.io",
 			"deployment.apps/lockwarden-manager",
+			"persistentvolumeclaim/lockwarden-etcd-data",
+			"service/lockwarden-manager-metrics",
 			"clusterrole.rbac.authorization.k8s.io/lockwarden-manager",
+			"clusterrole.rbac.authorization.k8s.io/lockwarden-aggregate-to-view",
+			"clusterrole.rbac.authorization.k8s.io/lockwarden-aggregate-to-edit",
 			"serviceaccount/lockwarden-manager",
+		}},
+		{"config/ha", []string{
+			"deployment.apps/lockwarden-manager",
+			"poddisruptionbudget.policy/lockwarden-manager",
+			"service/lockwarden-manager-metrics",
 		}},
 		{"examples/fenced-worker/deploy", []string{
 			"deployment.apps/fenced-worker",
