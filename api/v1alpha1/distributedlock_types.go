@@ -4,13 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DistributedLock declares a lock and the pods that may hold it. The controller grants it to
-// one eligible candidate at a time, records each grant in etcd and publishes the holder with
-// a fencing token that strictly increases across grants.
-//
 // The transition rules below sit on the root of the schema because a field-level rule is
 // skipped when the new object omits the field: an update with no status at all must still be
-// refused when it would lower or remove maxFencingToken or controllerEpoch.
+// refused when it would lower or remove maxFencingToken or controllerEpoch. (This comment is
+// kept apart from the type's doc comment, which is the kind's description in kubectl explain.)
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -19,9 +16,17 @@ import (
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.eligibleCandidates`
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy`,priority=1
+// +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.maxFencingToken) ? self.status.maxFencingToken : 0) >= (has(oldSelf.status) && has(oldSelf.status.maxFencingToken) ? oldSelf.status.maxFencingToken : 0)",message="status.maxFencingToken may not decrease or be removed",fieldPath=".status.maxFencingToken",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.controllerEpoch) ? self.status.controllerEpoch : 0) >= (has(oldSelf.status) && has(oldSelf.status.controllerEpoch) ? oldSelf.status.controllerEpoch : 0)",message="status.controllerEpoch may not decrease or be removed",fieldPath=".status.controllerEpoch",reason=FieldValueForbidden
+
+// DistributedLock declares a lock and the pods that may hold it. The controller grants it to
+// one eligible candidate at a time and publishes the holder with a fencing token that
+// strictly increases across grants: the holder passes the token to every resource it writes,
+// so that a paused former holder can never overwrite the new one.
 type DistributedLock struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

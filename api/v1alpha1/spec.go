@@ -34,7 +34,7 @@ const (
 
 // DistributedLockSpec declares a lock.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.lockDelaySeconds) || self.lockDelaySeconds >= self.leaseDurationSeconds",message="lockDelaySeconds must be at least leaseDurationSeconds",fieldPath=".lockDelaySeconds",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.lockDelaySeconds) || self.lockDelaySeconds >= self.leaseDurationSeconds",messageExpression="'must be at least leaseDurationSeconds, which is %d%s; got %d'.format([self.leaseDurationSeconds, self.leaseDurationSeconds == 15 ? ' (its default when unset)' : ' (as set)', self.lockDelaySeconds])",fieldPath=".lockDelaySeconds",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="self.strategy != 'Preferred' || has(self.preferredHolder)",message="preferredHolder is required when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.preferredHolder) || self.strategy == 'Preferred'",message="preferredHolder may be set only when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueForbidden
 type DistributedLockSpec struct {
@@ -43,7 +43,8 @@ type DistributedLockSpec struct {
 	Candidates Candidates `json:"candidates"`
 
 	// LeaseDurationSeconds is how long a holder may act without confirming that it still
-	// holds the lock (its pod re-reads the status at least every third of it).
+	// holds the lock (its pod re-reads the status at least every third of it). From 2 to
+	// 3600; default 15.
 	// +kubebuilder:default=15
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=3600
@@ -51,39 +52,50 @@ type DistributedLockSpec struct {
 	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
 
 	// LockDelaySeconds is how long the controller waits, after publishing that a term is
-	// ending (phase Releasing), before it grants the lock to another pod. Unset means equal to
-	// leaseDurationSeconds; when set it must be at least leaseDurationSeconds.
+	// ending (phase Releasing), before it grants the lock to another pod. From 2 to 3600 and
+	// at least leaseDurationSeconds; unset means equal to leaseDurationSeconds.
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	LockDelaySeconds *int32 `json:"lockDelaySeconds,omitempty"`
 
-	// Strategy chooses the holder among eligible candidates: OldestReady (default),
-	// FirstReady, or Preferred (requires preferredHolder).
+	// Strategy chooses the holder among eligible candidates: OldestReady (the default: the
+	// oldest pod), FirstReady (the pod Ready the longest) or Preferred (preferredHolder when
+	// it is eligible; requires preferredHolder).
 	// +kubebuilder:default=OldestReady
 	// +optional
 	Strategy Strategy `json:"strategy,omitempty"`
 
-	// PreferredHolder is the name of the pod to prefer; only with strategy Preferred.
+	// PreferredHolder is the name of the pod to prefer (a pod name, at most 253 characters);
+	// only with strategy Preferred.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	PreferredHolder string `json:"preferredHolder,omitempty"`
 
-	// Suspend ends the current term (through Releasing) and grants nothing while true.
+	// Suspend ends the current term (through Releasing and the lock delay) and grants nothing
+	// while true. Default false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
 
+// The selector's presence is a rule rather than a required field: a missing required field
+// stops the API server before its rules run, and kubectl then prints an extra line about
+// unchecked rules.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.selector)",message="a lock must select its candidate pods, e.g. selector: {matchLabels: {app: my-app}}",fieldPath=".selector",reason=FieldValueRequired
+
 // Candidates selects the pods that may hold a lock.
 type Candidates struct {
-	// Selector matches candidate pods by label. It must not be empty: a lock that selects
-	// every pod in the namespace is almost always a mistake.
-	// +required
+	// Selector matches candidate pods by label, as a Deployment's selector does. Required, and
+	// it must not be empty: a lock that selects every pod in the namespace is almost always a
+	// mistake. Keys and values must be valid label keys and values (the controller reports an
+	// invalid one in the Valid condition; the API server's rules cannot afford to check them).
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must have at least one matchLabels entry or matchExpressions requirement",reason=FieldValueRequired
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be one of In, NotIn, Exists, DoesNotExist",reason=FieldValueInvalid
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="every operator must be one of In, NotIn, Exists, DoesNotExist",fieldPath=".matchExpressions",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",messageExpression="'matchExpressions[%d].values: must be non-empty for In and NotIn and empty for Exists and DoesNotExist'.format([self.matchExpressions.map(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)).indexOf(false)])",fieldPath=".matchExpressions",reason=FieldValueInvalid
 	Selector *metav1.LabelSelector `json:"selector"`
 }
 

@@ -78,9 +78,10 @@ type DistributedLockStatus struct {
 	// +optional
 	Transitions int64 `json:"transitions,omitempty"`
 
-	// EligibleCandidates is the number of eligible candidate pods, debounced.
+	// EligibleCandidates is the number of eligible candidate pods, debounced (0 is written,
+	// so that kubectl shows 0 rather than a blank).
 	// +optional
-	EligibleCandidates int32 `json:"eligibleCandidates,omitempty"`
+	EligibleCandidates int32 `json:"eligibleCandidates"`
 
 	// ObservedGeneration is the spec generation this status reflects.
 	// +optional

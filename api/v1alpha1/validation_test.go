@@ -98,15 +98,17 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			s.LeaseDurationSeconds = 30
 			s.LockDelaySeconds = ptr.To[int32](10)
 		}, "spec.lockDelaySeconds"},
-		{"lock delay below default lease", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptr.To[int32](5) }, "spec.lockDelaySeconds"},
+		{"lock delay below default lease", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptr.To[int32](5) },
+			"spec.lockDelaySeconds: Invalid value: must be at least leaseDurationSeconds, which is 15 (its default when unset); got 5"},
 		{"missing selector", func(s *lockv1.DistributedLockSpec) { s.Candidates.Selector = nil }, "spec.candidates.selector"},
 		{"empty selector", func(s *lockv1.DistributedLockSpec) { s.Candidates.Selector = &metav1.LabelSelector{} }, "spec.candidates.selector"},
 		{"empty matchLabels", func(s *lockv1.DistributedLockSpec) {
 			s.Candidates.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{}}
 		}, "spec.candidates.selector"},
 		{"bad selector operator", func(s *lockv1.DistributedLockSpec) {
-			s.Candidates.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near", Values: []string{"x"}}}}
-		}, "spec.candidates.selector"},
+			s.Candidates.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"x"}}, {Key: "app", Operator: "Near", Values: []string{"x"}}}}
+		}, "spec.candidates.selector.matchExpressions: Invalid value: every operator must be one of In, NotIn, Exists, DoesNotExist"},
 		{"In without values", func(s *lockv1.DistributedLockSpec) {
 			s.Candidates.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
 		}, "spec.candidates.selector"},
