@@ -169,7 +169,7 @@ func (p *playground) demo(ctx context.Context) error {
 	p.say("%s leads with token %d and has written to the ledger", next.Status.Holder, next.Status.FencingToken)
 
 	p.say("sending a write with %s's old token %d, as a paused ex-leader waking up would ...", oldPod, oldToken)
-	c := &ledger.Client{URL: p.ledgerAt, HTTP: &http.Client{Timeout: 5 * time.Second}}
+	c := &ledger.Client{URL: p.ledgerAt, HTTP: &http.Client{Timeout: 5 * time.Second}, Name: oldPod}
 	err = c.Append(ctx, oldUID, oldToken, "late write from "+oldPod)
 	switch {
 	case err == nil:

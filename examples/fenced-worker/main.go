@@ -84,7 +84,7 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}}, every: *every, name: os.Getenv("POD_NAME")}
+	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}, Name: os.Getenv("POD_NAME")}, every: *every, name: os.Getenv("POD_NAME")}
 	e, err := leadership.New(leadership.Config{
 		Config: cfg, Namespace: ns, Lock: lock,
 		Callbacks: leadership.Callbacks{

@@ -10,7 +10,7 @@ import (
 )
 
 // ErrStale is returned by Client calls the ledger refused for a stale token.
-var ErrStale = errors.New("ledger: stale token")
+var ErrStale = errors.New("ledger refused the write")
 
 // Client writes to a ledger over HTTP.
 type Client struct {
@@ -18,16 +18,19 @@ type Client struct {
 	URL string
 	// HTTP is the client to use; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Name is the writer's name (the pod name) sent with each write, for the ledger's
+	// messages; optional.
+	Name string
 }
 
 // Fence raises the fence to token for writer: the first act of a new term.
 func (c *Client) Fence(ctx context.Context, writer string, token int64) error {
-	return c.post(ctx, "/fence", Write{Writer: writer, Token: token})
+	return c.post(ctx, "/fence", Write{Writer: writer, Name: c.Name, Token: token})
 }
 
 // Append appends entry with token for writer.
 func (c *Client) Append(ctx context.Context, writer string, token int64, entry string) error {
-	return c.post(ctx, "/append", Write{Writer: writer, Token: token, Entry: entry})
+	return c.post(ctx, "/append", Write{Writer: writer, Name: c.Name, Token: token, Entry: entry})
 }
 
 func (c *Client) post(ctx context.Context, path string, w Write) error {

@@ -19,6 +19,8 @@ import (
 type Write struct {
 	// Writer identifies the writer: the pod UID.
 	Writer string `json:"writer"`
+	// Name is the writer's name for messages (the pod name); optional.
+	Name string `json:"name,omitempty"`
 	// Token is the writer's fencing token.
 	Token int64 `json:"token"`
 	// Entry is the text to append (ignored by /fence).
@@ -107,7 +109,7 @@ func (s *Server) Apply(op string, req Write) (Reply, int) {
 	var stale *fence.StaleError
 	switch {
 	case errors.As(err, &stale):
-		return Reply{Highest: highest, Error: fmt.Sprintf("stale token %d from %s: the ledger has accepted token %d", req.Token, req.Writer, stale.Current)}, http.StatusConflict
+		return Reply{Highest: highest, Error: fmt.Sprintf("token %d from %s is stale: the ledger has accepted token %d", req.Token, writerName(req), stale.Current)}, http.StatusConflict
 	case err != nil:
 		return Reply{Highest: highest, Error: err.Error()}, http.StatusBadRequest
 	}
@@ -115,6 +117,14 @@ func (s *Server) Apply(op string, req Write) (Reply, int) {
 		s.entries = append(s.entries, Entry{Seq: len(s.entries) + 1, Token: req.Token, Writer: req.Writer, Entry: req.Entry, At: out.At})
 	}
 	return Reply{Accepted: true, Highest: highest}, http.StatusOK
+}
+
+// writerName is "pod NAME (uid UID)" when the write names its pod, else "writer UID".
+func writerName(w Write) string {
+	if w.Name == "" {
+		return "writer " + w.Writer
+	}
+	return fmt.Sprintf("pod %s (uid %s)", w.Name, w.Writer)
 }
 
 func reply(w http.ResponseWriter, status int, v any) {

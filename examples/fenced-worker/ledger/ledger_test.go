@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
@@ -37,5 +38,25 @@ func TestLedgerRejectsStaleWrites(t *testing.T) {
 		if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
 			t.Errorf("step %d: %s(%s, %d) = %v, want %v", i, s.op, s.writer, s.token, err, s.want)
 		}
+	}
+}
+
+// TestStaleMessageNamesThePod: the refusal says once that the write was refused and names the
+// writer's pod, not only its UID.
+func TestStaleMessageNamesThePod(t *testing.T) {
+	srv := httptest.NewServer(ledger.New().Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	if err := (&ledger.Client{URL: srv.URL, Name: "payments-1"}).Fence(ctx, "uid-b", 8); err != nil {
+		t.Fatal(err)
+	}
+	err := (&ledger.Client{URL: srv.URL, Name: "payments-0"}).Append(ctx, "uid-a", 5, "late")
+	want := "ledger refused the write: token 5 from pod payments-0 (uid uid-a) is stale: the ledger has accepted token 8"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Append with a stale token = %v, want %q", err, want)
+	}
+	err = (&ledger.Client{URL: srv.URL}).Append(ctx, "uid-a", 5, "late")
+	if want := "token 5 from writer uid-a is stale"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Append without a name = %v, want it to contain %q", err, want)
 	}
 }
