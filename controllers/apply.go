@@ -32,6 +32,7 @@ const maxSteps = 3
 // run decides and applies until a decision needs no further step; the status to publish is
 // left in t.st.
 func (t *turn) run(ctx context.Context) error {
+	t.noteReleases(ctx)
 	for range maxSteps {
 		d := decide(&t.in)
 		if !t.fresh && writesEtcd(d) {
@@ -114,7 +115,10 @@ func (t *turn) adopt() {
 		// The published term ended in a turn whose status write was lost: attested, or after
 		// its Releasing, whose reason is on the open term.
 		reason := lockv1.ReasonHolderTerminated
-		if st.Phase == lockv1.PhaseReleasing {
+		switch {
+		case holderReleased(&t.in):
+			reason = lockv1.ReasonHolderReleased
+		case st.Phase == lockv1.PhaseReleasing:
 			reason = releasingReason(st)
 		}
 		publishEnd(st, reason, metav1.Now())
@@ -140,10 +144,17 @@ func (t *turn) startReleasing(ctx context.Context, reason string, restart bool) 
 	publishReleasing(&t.st, reason)
 	t.restarted = restart
 	t.ackReleasing()
-	if restart {
+	switch {
+	case reason == lockv1.ReasonOperatorRelease && !restart:
+		if open := openTerm(&t.st); open != nil {
+			open.Message = t.in.release.reason
+		}
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "%s; the next holder waits the full lock delay (%v) unless %s confirms its release first",
+			releaseMessage(t.st.Holder, t.st.FencingToken, t.in.release.reason), releaseWait(&t.lock.Spec, &t.st), t.st.Holder)
+	case restart:
 		t.event(nil, corev1.EventTypeWarning, reason, "Release", "term of %s (token %d): etcd recorded it Held again while status said Releasing; the lock delay starts again", t.st.Holder, t.st.FencingToken)
-	} else {
-		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: %s; the next holder waits the lock delay (%v) unless the kubelet reports every container of %s stopped first",
+	default:
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: %s; the next holder waits the lock delay (%v) unless %s confirms its release or the kubelet reports every container of it stopped first",
 			t.st.Holder, t.st.FencingToken, reason, releaseWait(&t.lock.Spec, &t.st), t.st.Holder)
 	}
 	return nil

@@ -35,6 +35,8 @@ type input struct {
 	selector labels.Selector
 	holder   evidence
 	clocks   clocks
+	// release is what the lock's release annotations ask (release.go).
+	release releases
 }
 
 // evidence is what is known about the published holder.

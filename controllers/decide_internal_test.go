@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -60,7 +62,15 @@ func (s *scene) releasing(waited time.Duration) *scene {
 	s.in.clocks.releasing = waited
 	return s
 }
-func (s *scene) noKey() *scene            { s.in.g = grant{}; return s }
+func (s *scene) noKey() *scene { s.in.g = grant{}; return s }
+func (s *scene) holderRelease(uid string, token int64) *scene {
+	s.in.release.holderUID, s.in.release.holderToken = types.UID(uid), token
+	return s
+}
+func (s *scene) request(token int64) *scene {
+	s.in.release.request, s.in.release.requestRaw, s.in.release.reason = token, strconv.FormatInt(token, 10), "drain"
+	return s
+}
 func (s *scene) do(f func(*input)) *scene { f(&s.in); return s }
 func (s *scene) onlyCandidate() *scene    { s.in.pods = s.in.pods[:1]; return s }
 func (s *scene) noHolderPublished() *scene {
@@ -158,6 +168,31 @@ func TestDecide(t *testing.T) {
 		// Token regression and the documented restore.
 		{"etcd token below max, not published: regress", newScene().do(func(in *input) { in.g.token = tok - 10 }), want{verb: actRegress}},
 		{"etcd revision below max: regress", newScene().noHolderPublished().do(func(in *input) { in.rev = tok - 1 }), want{verb: actRegress}},
+		// The holder's own release (release.go): proof for the term it names, like attestation.
+		{"holder release of the term, Held: end at once, grant the next", newScene().holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
+		{"holder release of the term, Releasing: end at once, no more waiting", newScene().releasing(time.Second).holder(notReady()).holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
+		{"holder release, only the holder is a candidate: end, nobody next", newScene().onlyCandidate().holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased}},
+		{"holder release on a deleted lock: end, nobody next", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.deleting = true }), want{verb: actEnd, reason: lockv1.ReasonHolderReleased}},
+		{"holder release, key vanished (our release's reply lost): end at once", newScene().noKey().holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
+		{"holder release for an older token: ignored", newScene().holderRelease("uid-a-0", tok-1), want{verb: actWait}},
+		{"holder release naming another pod: ignored", newScene().holderRelease("uid-a-1", tok), want{verb: actWait}},
+		{"holder release for term N after N+1 started for the same pod: ignored", newScene().holderRelease("uid-a-0", tok).do(func(in *input) {
+			in.status.FencingToken, in.status.MaxFencingToken, in.g.token, in.status.History[0].Token = tok+5, tok+5, tok+5, tok+5
+		}), want{verb: actWait}},
+		{"holder release naming status that etcd contradicts (its key names another pod): ignored", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.g.holderUID = "uid-x" }), want{verb: actWait}},
+		{"holder release of the published term, an unpublished grant in etcd: adopt it", newScene().holderRelease("uid-a-0", tok).do(func(in *input) {
+			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
+		}), want{verb: actAdopt}},
+		{"holder release and an operator request: the release ends it at once", newScene().request(tok).holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
+		// An operator's request (release.go): Releasing and the full delay, never faster.
+		{"operator request for the term, Held: Releasing", newScene().request(tok), want{verb: actRelease, reason: lockv1.ReasonOperatorRelease}},
+		{"operator request, holder also NotReady: the operator's reason", newScene().request(tok).holder(notReady()), want{verb: actRelease, reason: lockv1.ReasonOperatorRelease}},
+		{"operator request for another token: ignored", newScene().request(tok - 1), want{verb: actWait}},
+		{"operator request while Releasing: the wait is not shortened", newScene().releasing(wait - 3*time.Second).holder(notReady()).request(tok), want{verb: actWait, requeue: 3 * time.Second}},
+		{"operator request while Releasing, holder eligible again: no return to Held", newScene().releasing(time.Second).request(tok).do(func(in *input) { in.clocks.eligibleAgain, in.clocks.mayReturn = 4*time.Second, true }), want{verb: actWait, requeue: wait - time.Second}},
+		{"operator release, delay over: end, grant the next", newScene().releasing(wait).request(tok).do(func(in *input) { in.status.History[0].Reason = lockv1.ReasonOperatorRelease }), want{verb: actEnd, reason: lockv1.ReasonOperatorRelease, next: "a-1"}},
+		{"operator request, status Releasing, etcd Held: Releasing again, wait restarts", newScene().releasing(wait).request(tok).do(func(in *input) { in.g.rec.Phase = lockv1.PhaseHeld }), want{verb: actRelease, reason: lockv1.ReasonOperatorRelease, restart: true}},
+		{"operator request, no holder: grant as usual", newScene().noHolderPublished().request(tok), want{verb: actGrant, reason: lockv1.ReasonGranted, next: "a-0"}},
 		{"stale grant after a bumped restore: drop it", newScene().do(func(in *input) { in.g.token, in.restoredStale = tok-10, true }), want{verb: actDropStale, reason: lockv1.ReasonKeyVanished}},
 	} {
 		t.Run(tc.row, func(t *testing.T) {

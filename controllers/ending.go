@@ -13,8 +13,9 @@ import (
 type ending struct {
 	// reason is "" while the term may continue.
 	reason string
-	// attested: the holder's processes are known to have stopped (attestedTerminated, now
-	// or remembered from a pod event of this term); the next grant may follow at once.
+	// attested: the holder's work is known to have stopped (its own release of this term,
+	// or attestedTerminated, now or remembered from a pod event of this term); the next
+	// grant may follow at once.
 	attested bool
 	// pod is the holder pod when it exists with the published UID.
 	pod *corev1.Pod
@@ -22,17 +23,24 @@ type ending struct {
 	recheck time.Duration
 }
 
-// termEnd evaluates the published holder against the term-ending rules, in order: attested
-// termination first (the fast path), then every end that must go through Releasing.
+// termEnd evaluates the published holder against the term-ending rules, in order: proof
+// that it stopped first (the fast path: its own release, then attested termination), then
+// every end that must go through Releasing, an operator's request among them.
 func termEnd(in *input) ending {
 	h := in.holder
 	e := ending{pod: h.pod}
 	spec := in.spec
 	switch {
+	case holderReleased(in):
+		e.reason, e.attested = lockv1.ReasonHolderReleased, true
 	case h.remembered || (h.pod != nil && attestedTerminated(h.pod, h.node)):
 		e.reason, e.attested = lockv1.ReasonHolderTerminated, true
 	case in.deleting:
 		e.reason = lockv1.ReasonDeleted
+	case operatorRequested(in):
+		// Before the holder's own state: the operator's reason is the one recorded. It is
+		// never a return to Held, and never shortens a wait (it proves nothing).
+		e.reason = lockv1.ReasonOperatorRelease
 	case h.gone:
 		e.reason = lockv1.ReasonHolderGone
 	case h.pod == nil:

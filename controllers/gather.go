@@ -22,6 +22,7 @@ func (t *turn) gather(ctx context.Context) error {
 	in := &t.in
 	in.spec, in.deleting, in.status = &t.lock.Spec, t.lock.DeletionTimestamp != nil, &t.lock.Status
 	in.epoch = t.r.Election.Token()
+	in.release = readReleases(t.lock.Annotations)
 	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	h, err := t.r.Engine.Inspect(ictx, t.key)
 	cancel()

@@ -50,6 +50,9 @@ type lockMemory struct {
 	attestedPod   types.UID
 	attestedToken int64
 	attestedAt    time.Time
+	// warnedRequest: the release-request annotation value last reported as ignored
+	// (release.go), so that it is reported once.
+	warnedRequest string
 	// written: the resourceVersion of this replica's last write of the lock, whose watch
 	// event needs no reconcile.
 	written string
