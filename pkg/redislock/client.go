@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,11 +33,12 @@ type Client struct {
 }
 
 // New returns a Client on rdb with cfg (see Config for defaults). It writes
-// nothing and starts no goroutine; a nil rdb or an invalid cfg is an
-// ErrInvalid.
+// nothing and starts no goroutine; a nil rdb (also a nil *redis.Client,
+// *redis.ClusterClient or *redis.Ring in the interface) or an invalid cfg is
+// an ErrInvalid.
 func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("new client: %w: redis client is nil", ErrInvalid)
+	if isNil(rdb) {
+		return nil, fmt.Errorf("new client: %w: redis client is nil (%T)", ErrInvalid, rdb)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
@@ -126,4 +128,19 @@ func ambiguous(err error) bool {
 	}
 	var re redis.Error
 	return !errors.As(err, &re)
+}
+
+// isNil reports whether rdb is nil, also when it is a typed nil pointer (a
+// nil *redis.Client in the interface is not == nil, and would panic at the
+// first call instead of being reported by New).
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
