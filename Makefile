@@ -81,9 +81,10 @@ test: envtest-bins build ## Run every test with -race: unit, engine (real etcd),
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager (./bin/lockwarden), the example workload and the playground.
+build: ## Build the manager (./bin/lockwarden), the example workload, lockwarden-agent and the playground.
 	CGO_ENABLED=0 go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/lockwarden ./cmd/lockwarden
 	go build -o $(BIN)/fenced-worker ./examples/fenced-worker
+	CGO_ENABLED=0 go build -o $(BIN)/lockwarden-agent ./cmd/lockwarden-agent
 	go build -o $(BIN)/playground ./cmd/playground
 
 .PHONY: run
@@ -232,22 +233,25 @@ node-demo: ## On the running node: 3-member TLS etcd beside it, kubectl apply -k
 node-down: ## Stop the node by PID; remove its cgroups and the mountpoints it made.
 	hack/node/down.sh
 
-image: ## Build the manager, fenced-worker, pause (and the benchmark's leworker) images as docker-archive tarballs in ./bin/images; import them into a running node.
+image: ## Build the manager, fenced-worker, lockwarden-agent, pause (and the benchmark's leworker) images as docker-archive tarballs in ./bin/images; import them into a running node.
 	mkdir -p $(IMAGES_DIR)
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGES_DIR)/lockwarden ./cmd/lockwarden
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/fenced-worker ./examples/fenced-worker
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/lockwarden-agent ./cmd/lockwarden-agent
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/pause ./hack/node/pause
 	go run ./hack/mkimage -name localhost/lockwarden:dev -out $(IMAGES_DIR)/lockwarden.tar \
 		-file $(IMAGES_DIR)/lockwarden:/lockwarden -user 65532:65532 -entrypoint /lockwarden
 	go run ./hack/mkimage -name localhost/fenced-worker:dev -out $(IMAGES_DIR)/fenced-worker.tar \
 		-file $(IMAGES_DIR)/fenced-worker:/fenced-worker -user 65532:65532 -entrypoint /fenced-worker
+	go run ./hack/mkimage -name localhost/lockwarden-agent:dev -out $(IMAGES_DIR)/lockwarden-agent.tar \
+		-file $(IMAGES_DIR)/lockwarden-agent:/lockwarden-agent -user 65532:65532 -entrypoint /lockwarden-agent
 	go run ./hack/mkimage -name localhost/lockwarden/pause:1 -out $(IMAGES_DIR)/pause.tar \
 		-file $(IMAGES_DIR)/pause:/pause -user 65535:65535 -entrypoint /pause
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/leworker ./test/e2e/leworker
 	go run ./hack/mkimage -name localhost/leworker:dev -out $(IMAGES_DIR)/leworker.tar \
 		-file $(IMAGES_DIR)/leworker:/leworker -user 65532:65532 -entrypoint /leworker
 	@if [ "$$(id -u)" = 0 ] && hack/node/ctr version >/dev/null 2>&1; then \
-		for i in lockwarden fenced-worker pause leworker; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
+		for i in lockwarden fenced-worker lockwarden-agent pause leworker; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
 
 bench-node: envtest-bins node-bins node-deps image ## Planned handoff and a crash with a real restart on real pods, lockwarden vs client-go leader election, one node, one run (root; about 4 minutes).
 	@[ "$$(id -u)" = 0 ] || { echo "bench-node: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }
