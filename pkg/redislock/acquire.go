@@ -12,7 +12,11 @@ import (
 // reported as a *HeldError (ErrLocked); a free lock with waiters as
 // ErrLocked. If the reply is lost, a key it may have set is deleted again by
 // value (retried in the background while Redis does not answer, until the
-// key must have expired by itself). Bad input is an ErrInvalid and writes nothing.
+// key must have expired by itself). If the script granted and a step after
+// it failed (the WAIT of Config.WaitReplicas, reading the reply), the grant
+// is deleted the same way before the error is returned: an error from
+// TryAcquire never leaves a key held. Bad input is an ErrInvalid and writes
+// nothing.
 func (c *Client) TryAcquire(ctx context.Context, key, holder string) (*Lock, error) {
 	if err := c.prepare(key, holder); err != nil {
 		return nil, fmt.Errorf("try acquire %s: %w", key, err)
@@ -48,50 +52,93 @@ func (c *Client) prepare(key, holder string) error {
 // grab runs the acquire script once (as waiter if waiterID is set) and, when
 // it grants, returns the started Lock. With WaitReplicas the script and a
 // WAIT go in one pipeline, so WAIT runs on the connection that wrote.
+//
+// An error of the script's own call is returned as is: the caller knows
+// from ambiguous whether the script may have run. Once the script's reply is
+// in, any failure after it (an unreadable reply, a WAIT that failed or was
+// not confirmed by enough replicas, a Client closed meanwhile) may leave a
+// grant with this nonce that nobody will hold: grab deletes it by nonce
+// (a value-checked delete, harmless if the key is not ours) and returns an
+// undoneError, which is definite.
 func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) (*Lock, obstacle, error) {
 	k := newKeys(c.cfg.Prefix, key)
-	ks := []string{k.lock, k.token, k.queue}
-	args := []any{nonce, holder, c.ttlMillis(), waiterID, k.waiter}
 	sent := now()
-	var (
-		res   []any
-		err   error
-		acked int64
-	)
-	if c.cfg.WaitReplicas > 0 {
-		pipe := c.rdb.Pipeline()
-		cmd := acquireScript.Eval(ctx, pipe, ks, args...)
-		wait := pipe.Do(ctx, "WAIT", c.cfg.WaitReplicas, c.cfg.WaitTimeout.Milliseconds())
-		if _, err = pipe.Exec(ctx); err == nil {
-			res, err = cmd.Slice()
-			acked, _ = wait.Int64()
-		}
-	} else {
-		res, err = acquireScript.Run(ctx, c.rdb, ks, args...).Slice()
-	}
+	res, acked, waitErr, err := c.runAcquire(ctx, []string{k.lock, k.token, k.queue},
+		nonce, holder, c.ttlMillis(), waiterID, k.waiter)
 	if err != nil {
 		return nil, obstacle{}, err
 	}
 	o, err := parseReply(res)
-	if err != nil || o.state != stateGranted {
-		return nil, o, err
+	if err != nil {
+		return nil, o, c.undo(ctx, key, nonce, err)
+	}
+	if o.state != stateGranted {
+		return nil, o, nil
 	}
 	v, err := parseValue(o.text)
 	if err != nil {
-		return nil, o, err
+		return nil, o, c.undo(ctx, key, nonce, err)
+	}
+	if err := replicated(c.cfg.WaitReplicas, acked, waitErr, c.cfg.WaitTimeout); err != nil {
+		return nil, o, c.undo(ctx, key, nonce, err)
 	}
 	l := c.newLock(ctx, key, v, sent, o.left)
-	if c.cfg.WaitReplicas > 0 && acked < int64(c.cfg.WaitReplicas) {
-		c.dropOrphan(ctx, key, nonce)
-		return nil, o, fmt.Errorf("%w: %d of %d replicas confirmed within %v",
-			ErrNotReplicated, acked, c.cfg.WaitReplicas, c.cfg.WaitTimeout)
-	}
 	if !c.track(l) {
-		c.dropOrphan(ctx, key, nonce)
-		return nil, o, ErrClosed
+		return nil, o, c.undo(ctx, key, nonce, ErrClosed)
 	}
 	l.startWatchdog(sent)
 	return l, o, nil
+}
+
+// runAcquire sends the acquire script and, with WaitReplicas, a WAIT in the
+// same pipeline. err is the script's own error; the WAIT's outcome (acked,
+// waitErr) is reported apart, since the script may have granted even when
+// the WAIT failed (an ACL that denies WAIT, a reply lost after the script's).
+func (c *Client) runAcquire(ctx context.Context, ks []string, args ...any) (res []any, acked int64, waitErr, err error) {
+	if c.cfg.WaitReplicas == 0 {
+		res, err = acquireScript.Run(ctx, c.rdb, ks, args...).Slice()
+		return res, 0, nil, err
+	}
+	pipe := c.rdb.Pipeline()
+	cmd := acquireScript.Eval(ctx, pipe, ks, args...)
+	wait := pipe.Do(ctx, "WAIT", c.cfg.WaitReplicas, c.cfg.WaitTimeout.Milliseconds())
+	_, _ = pipe.Exec(ctx) // its error is the first command's; each is read below
+	if res, err = cmd.Slice(); err != nil {
+		return nil, 0, nil, err
+	}
+	acked, waitErr = wait.Int64()
+	return res, acked, waitErr, nil
+}
+
+// replicated decides whether an acquire's WAIT confirmed its grant: nil when
+// no replicas are wanted or at least want acknowledged it; otherwise an
+// ErrNotReplicated saying why (the WAIT's own error, or how many
+// acknowledged within timeout).
+func replicated(want int, acked int64, waitErr error, timeout time.Duration) error {
+	switch {
+	case want <= 0:
+		return nil
+	case waitErr != nil:
+		return fmt.Errorf("%w: wait for %d replicas: %w", ErrNotReplicated, want, waitErr)
+	case acked < int64(want):
+		return fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, acked, want, timeout)
+	}
+	return nil
+}
+
+// undoneError is the error of an acquire whose script ran and whose grant
+// (if it made one) grab deleted again by nonce: the caller holds nothing,
+// and the outcome is definite (ambiguous is false).
+type undoneError struct{ err error }
+
+func (e *undoneError) Error() string { return e.err.Error() }
+func (e *undoneError) Unwrap() error { return e.err }
+
+// undo deletes by nonce a grant that nobody will hold and returns cause as
+// an undoneError.
+func (c *Client) undo(ctx context.Context, key, nonce string, cause error) error {
+	c.dropOrphan(ctx, key, nonce)
+	return &undoneError{err: cause}
 }
 
 // dropOrphan deletes, by value, a key an unanswered acquire may have set.

@@ -120,10 +120,15 @@ func (c *Client) ttlMillis() string { return strconv.FormatInt(c.cfg.TTL.Millise
 // package cannot tell which. Only an error reply from the server
 // (redis.Error) says the script applied nothing; redis.Nil is an answer.
 //
-// The package's own outcomes are definite too: ErrNotReplicated (the grant
-// was deleted again) and ErrClosed.
+// The package's own outcomes are definite too: an acquire whose grant was
+// deleted again (undoneError: a failed WAIT, an unreadable reply, a Client
+// closed meanwhile), ErrNotReplicated and ErrClosed.
 func ambiguous(err error) bool {
 	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrClosed) {
+		return false
+	}
+	var u *undoneError
+	if errors.As(err, &u) {
 		return false
 	}
 	var re redis.Error

@@ -154,6 +154,8 @@ func TestAmbiguous(t *testing.T) {
 		{"wrapped error reply", fmt.Errorf("x: %w", replyErr("READONLY You can't write against a read only replica")), false},
 		{"not replicated", fmt.Errorf("%w: 0 of 1", ErrNotReplicated), false},
 		{"closed", ErrClosed, false},
+		{"undone grant", &undoneError{err: errors.New("parse lock value")}, false},
+		{"wrapped undone grant", fmt.Errorf("x: %w", &undoneError{err: context.DeadlineExceeded}), false},
 		{"deadline", context.DeadlineExceeded, true},
 		{"cancelled", context.Canceled, true},
 		{"timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},

@@ -23,7 +23,8 @@ var (
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("redislock: client closed")
 	// ErrNotReplicated means Config.WaitReplicas replicas did not confirm an
-	// acquire within Config.WaitTimeout; the lock was released again.
+	// acquire within Config.WaitTimeout, or the WAIT itself failed (an ACL
+	// that denies it, a lost reply); the grant was deleted again.
 	ErrNotReplicated = errors.New("redislock: acquire not replicated")
 	// ErrInvalid means bad input: the message says which argument and why.
 	ErrInvalid = errors.New("redislock: invalid argument")

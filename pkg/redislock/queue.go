@@ -48,8 +48,9 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 		switch {
 		case err == nil:
 		case !ambiguous(err):
-			// Closed, not replicated (the grant was deleted again), or an error
-			// reply from Redis: retrying would not change the answer.
+			// An error reply from Redis, or a grant that grab deleted again
+			// (not replicated, an unreadable reply, closed): retrying would
+			// not change the answer.
 			c.leave(ctx, key, id, nonce)
 			return nil, fmt.Errorf("acquire %s: %w", key, err)
 		default:
