@@ -155,12 +155,13 @@ func (c *Client) dropOrphan(ctx context.Context, key, nonce string) {
 	if c.closed {
 		return // the key expires after its TTL
 	}
-	c.wg.Add(1)
-	go c.retryDrop(context.WithoutCancel(ctx), key, nonce, now().add(c.cfg.TTL+c.cfg.Margin))
+	giveUp := now().add(c.cfg.TTL + c.cfg.Margin)
+	c.wg.goFunc(func() { c.retryDrop(context.WithoutCancel(ctx), key, nonce, giveUp) })
 }
 
+// retryDrop retries releaseByNonce every TTL/20 until Redis answers, giveUp
+// passes or the Client is closed.
 func (c *Client) retryDrop(ctx context.Context, key, nonce string, giveUp instant) {
-	defer c.wg.Done()
 	t := time.NewTimer(c.retryDelay())
 	defer t.Stop()
 	for now() < giveUp {
@@ -176,7 +177,9 @@ func (c *Client) retryDrop(ctx context.Context, key, nonce string, giveUp instan
 	}
 }
 
-// releaseByNonce runs the release script once for the grant with nonce.
+// releaseByNonce runs the release script once for the grant with nonce. The
+// CallTimeout bounds it only with ContextTimeoutEnabled; otherwise the redis
+// client's ReadTimeout does (go-redis does not watch ctx on the socket).
 func (c *Client) releaseByNonce(ctx context.Context, key, nonce string) error {
 	k := newKeys(c.cfg.Prefix, key)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)

@@ -29,7 +29,7 @@ type Client struct {
 	locks   map[*Lock]struct{}
 	waiters map[string]chan struct{} // waiter ID -> wake signal (buffered 1)
 	ps      *redis.PubSub            // subscribed on first wait; nil before
-	wg      sync.WaitGroup           // watchdogs and the wake dispatcher
+	wg      group                    // watchdogs, calls, deletes and the wake dispatcher
 }
 
 // New returns a Client on rdb with cfg (see Config for defaults). It writes
@@ -57,10 +57,20 @@ func (c *Client) Config() Config { return c.cfg }
 // lock whose release fails expires by its TTL), stops the wake subscription
 // and waits for the client's goroutines. Acquires after Close fail with
 // ErrClosed. The redis client is the caller's and stays open.
+//
+// Close returns when ctx ends even if a call is stuck in go-redis (a
+// connection without a read deadline, ReadTimeout -1, on a network that
+// swallows requests): it then returns ctx.Err() wrapped, and the stuck call
+// is left to go-redis; its goroutine ends when that connection does (its
+// read deadline, the redis client's Close, the peer closing it). A later
+// Close waits for such goroutines again, within its own ctx.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		if err := c.wg.wait(ctx); err != nil {
+			return fmt.Errorf("close client: wait for goroutines: %w", err)
+		}
 		return nil
 	}
 	c.closed = true
@@ -80,7 +90,9 @@ func (c *Client) Close(ctx context.Context) error {
 	if ps != nil {
 		_ = ps.Close()
 	}
-	c.wg.Wait()
+	if err := c.wg.wait(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("wait for goroutines: %w", err))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close client: %w", err)
 	}
@@ -95,7 +107,7 @@ func (c *Client) track(l *Lock) bool {
 		return false
 	}
 	c.locks[l] = struct{}{}
-	c.wg.Add(1)
+	c.wg.add()
 	return true
 }
 

@@ -158,7 +158,7 @@ func (l *Lock) finish() {
 	l.mu.Unlock()
 	if t != nil && t.Stop() {
 		l.c.untrack(l)
-		l.c.wg.Done()
+		l.c.wg.done()
 	}
 }
 
@@ -180,6 +180,12 @@ func (l *Lock) startWatchdog(sent instant) {
 // ours either way. It returns ErrNotHeld if the key was not this grant's when
 // the first answered call ran (it had expired, or was taken). After another
 // error Release may be called again.
+//
+// Release returns when ctx ends, also while its call is stuck in go-redis
+// (a connection without a read deadline): it then returns ctx.Err() wrapped,
+// and the call, which may still run, is left to go-redis in a goroutine the
+// Client counts (Close waits for it within its ctx); a later Release that
+// finds the key gone reports success.
 func (l *Lock) Release(ctx context.Context) error {
 	l.lose(ErrReleased)
 	// The watchdog sees Done closed and returns on its own; Close joins it.
@@ -191,17 +197,16 @@ func (l *Lock) Release(ctx context.Context) error {
 	}()
 	giveUp := now().add(l.c.cfg.TTL + l.c.cfg.Margin)
 	for {
-		cctx, cancel := context.WithTimeout(ctx, l.c.cfg.CallTimeout)
-		n, err := releaseScript.Run(cctx, l.c.rdb, []string{l.k.lock, l.k.queue},
-			l.nonce, l.k.waiter, l.k.channel).Int64()
-		cancel()
+		n, answered, err := l.releaseOnce(ctx)
 		l.mu.Lock()
 		maybe := l.releaseMaybeRan
-		if ambiguous(err) {
+		if !answered || ambiguous(err) {
 			l.releaseMaybeRan = true
 		}
 		l.mu.Unlock()
 		switch {
+		case !answered:
+			return fmt.Errorf("release %s: %w", l.key, ctx.Err())
 		case err == nil && (n == 1 || maybe):
 			return nil
 		case err == nil:
@@ -220,6 +225,25 @@ func (l *Lock) Release(ctx context.Context) error {
 		case <-retry.C:
 		}
 	}
+}
+
+// releaseOnce runs the release script once, with a deadline of CallTimeout,
+// and waits for it or for ctx; answered is false if ctx ended first (the
+// script may still run).
+func (l *Lock) releaseOnce(ctx context.Context) (n int64, answered bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, l.c.cfg.CallTimeout)
+	var got int64 // written by the call's goroutine; read only once it returned
+	answered, err = l.c.wg.call(ctx, func() error {
+		defer cancel()
+		var err error
+		got, err = releaseScript.Run(cctx, l.c.rdb, []string{l.k.lock, l.k.queue},
+			l.nonce, l.k.waiter, l.k.channel).Int64()
+		return err
+	})
+	if !answered {
+		return 0, false, nil
+	}
+	return got, true, err
 }
 
 // retryDelay is the pause after a failed call before the next one.

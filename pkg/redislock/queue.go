@@ -109,7 +109,7 @@ func (c *Client) listen(ctx context.Context, id string) (<-chan struct{}, error)
 			return nil, ErrClosed
 		}
 		c.ps = ps
-		c.wg.Add(1)
+		c.wg.add()
 		c.mu.Unlock()
 		go c.dispatch(ps.Channel())
 	}
@@ -129,7 +129,7 @@ func (c *Client) unlisten(id string) {
 // dispatch hands each wake message to the waiter it names, until the
 // subscription is closed (Close).
 func (c *Client) dispatch(ch <-chan *redis.Message) {
-	defer c.wg.Done()
+	defer c.wg.done()
 	for m := range ch {
 		c.mu.Lock()
 		w := c.waiters[m.Payload]

@@ -26,7 +26,7 @@ type renewal struct {
 // The watchdog starts at the first renewal (startWatchdog) and returns when
 // the lock ends, however it ends.
 func (l *Lock) watchdog(last instant) {
-	defer l.c.wg.Done()
+	defer l.c.wg.done()
 	defer l.c.untrack(l)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -63,13 +63,13 @@ func (l *Lock) watchdog(last instant) {
 			return
 		}
 		if inflight == nil && now() >= renewAt {
-			inflight = make(chan renewal, 1)
-			l.c.wg.Add(1)
-			go func(out chan<- renewal, sent instant) {
-				defer l.c.wg.Done()
+			out := make(chan renewal, 1)
+			inflight = out
+			l.c.wg.goFunc(func() {
+				sent := now()
 				ours, err := l.renewOnce(sent)
 				out <- renewal{sent: sent, ours: ours, err: err}
-			}(inflight, now())
+			})
 		}
 	}
 }
