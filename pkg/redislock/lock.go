@@ -115,14 +115,14 @@ func (l *Lock) validAt(n instant) bool {
 }
 
 // confirmed records a renewal sent at sent and confirmed by Redis. A lock
-// whose validity has passed stays ended.
+// that has ended (lost, released, or its validity passed before the reply
+// came) stays ended: a late reply never revives it.
 func (l *Lock) confirmed(sent instant) {
-	n := now()
-	if !l.validAt(n) {
+	if !l.validAt(now()) {
 		return
 	}
 	l.mu.Lock()
-	if vu := sent.add(l.c.cfg.TTL - l.c.cfg.Margin); vu > l.validUntil {
+	if vu := sent.add(l.c.cfg.TTL - l.c.cfg.Margin); l.err == nil && vu > l.validUntil {
 		l.validUntil = vu
 	}
 	l.mu.Unlock()

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -24,7 +25,8 @@ type renewal struct {
 // deadline on the socket and can block for its ReadTimeout (3 s by default),
 // and loss must be signalled at the deadline however long the call takes.
 // The watchdog starts at the first renewal (startWatchdog) and returns when
-// the lock ends, however it ends.
+// the lock ends, however it ends; if it ended by its deadline, dropExpired
+// deletes the key.
 func (l *Lock) watchdog(last instant) {
 	defer l.c.wg.done()
 	defer l.c.untrack(l)
@@ -32,6 +34,7 @@ func (l *Lock) watchdog(last instant) {
 	defer timer.Stop()
 	renewAt := last.add(l.c.cfg.RenewInterval)
 	var inflight chan renewal // nil while no call is out
+	defer l.dropExpired()
 	for {
 		l.mu.Lock()
 		next := l.validUntil
@@ -47,7 +50,7 @@ func (l *Lock) watchdog(last instant) {
 			inflight = nil
 			switch {
 			case r.err == nil && r.ours:
-				l.confirmed(r.sent)
+				l.confirmed(r.sent) // a lock that has ended stays ended
 				renewAt = r.sent.add(l.c.cfg.RenewInterval)
 			case r.err == nil:
 				l.lose(fmt.Errorf("renew %s: %w: token %d", l.key, ErrNotHeld, l.token))
@@ -72,6 +75,37 @@ func (l *Lock) watchdog(last instant) {
 			})
 		}
 	}
+}
+
+// dropExpired deletes, by nonce, the key of a lock that ended by its
+// deadline (ErrExpired), in a goroutine of the Client, so that a renewal
+// that was sent while the lock was valid and reaches Redis after it ended
+// does not keep, for another TTL, a grant that no one holds. A lock that
+// ended otherwise needs nothing: Release deletes its key, and ErrNotHeld
+// means the key is not ours.
+//
+// Why the late renewal cannot outlive the delete: the renewal script
+// extends the key only if its value carries this grant's nonce. If the
+// renewal runs before the delete, the delete removes the extended key; if
+// after, the key is gone or another grant's and the renewal changes nothing.
+// So once the delete has run, no renewal of this grant can keep the key.
+//
+// It is one attempt, bounded by CallTimeout (by the redis client's
+// ReadTimeout without ContextTimeoutEnabled), and best effort: loss by
+// deadline usually means a slow or broken network, where retries would add
+// connections to it, and an attempt whose reply is lost may still run. If
+// the delete never reaches Redis while the late renewal does, the key lives
+// one more TTL from the renewal's arrival, as before; the token still
+// fences the ex-holder.
+//
+// A renewal reply that arrives after the loss does not revive the Lock:
+// confirmed ignores a lock that has ended.
+func (l *Lock) dropExpired() {
+	if !errors.Is(l.Err(), ErrExpired) {
+		return
+	}
+	ctx := context.WithoutCancel(l.ctx)
+	l.c.wg.goFunc(func() { _ = l.c.releaseByNonce(ctx, l.key, l.nonce) })
 }
 
 // renewOnce sends one renewal with a deadline of CallTimeout, never past the
