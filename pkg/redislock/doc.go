@@ -20,7 +20,10 @@
 // however late it arrives, never extends, creates or deletes another grant's
 // key, not even one with a repeated token. A retried release after a lost
 // reply is harmless, and a lost acquire reply is retried (Acquire) or undone
-// (TryAcquire) by nonce.
+// (TryAcquire) by nonce. An acquire that fails after its script granted (a
+// WAIT that failed or was not confirmed, an unreadable reply) deletes that
+// grant by nonce before it returns: an error from TryAcquire or Acquire
+// leaves no key held.
 //
 // Validity. A Lock is valid until S + TTL - margin, S being the send time of
 // its last confirmed acquire or renewal on this machine's monotonic clock
@@ -34,9 +37,20 @@
 // each call with a deadline. When a renewal finds the key not ours, when no
 // renewal was confirmed by the deadline, or on Release or Close, the lock's
 // Done closes, its Context is cancelled with the cause and Valid turns
-// false: once, and never back. The deadline is kept by the watchdog even
-// while a call hangs (go-redis ignores context deadlines on the socket unless
-// ContextTimeoutEnabled is set).
+// false: once, and never back (a renewal reply that arrives later does not
+// revive it). The deadline is kept by the watchdog even while a call hangs
+// (go-redis ignores context deadlines on the socket unless
+// ContextTimeoutEnabled is set). A lock that ends by its deadline deletes
+// its key by nonce (one attempt, best effort), so that a renewal sent while
+// it was valid and delivered late cannot keep a grant no one holds for
+// another TTL: after the delete has run, that renewal finds the key gone or
+// another grant's and extends nothing.
+//
+// Blocking calls. Release and Close return when their ctx ends, also while
+// a call is stuck in go-redis on a connection without a read deadline
+// (ReadTimeout -1); the stuck call is then left to go-redis, and its
+// goroutine ends when that connection does. Close returns ctx.Err()
+// wrapped in that case; a later Close waits for those goroutines again.
 //
 // Queue. Acquire waits in FIFO order; a release publishes the next live
 // waiter's ID, so only that waiter wakes (no retry storm); TryAcquire does
