@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.SetOutput(out)
 	demoAndExit := fs.Bool("demo-and-exit", false, "run to one failover, print its summary and exit 0")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h, --help: the usage is printed; exit 0
+		}
 		return err
 	}
 	if fs.NArg() > 0 {

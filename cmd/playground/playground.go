@@ -35,26 +35,35 @@ type playground struct {
 	root, dir, kubeconfig string
 	out                   io.Writer
 
-	env      *testenv.Env
-	etcd     *testenv.Etcd
-	k8s      client.WithWatch
-	kubelet  *podsim.Kubelet
-	manager  *proc
-	ledger   *proc
-	ledgerAt string
-	workers  map[string]*proc       // by pod name
-	pods     map[string]*corev1.Pod // by pod name
+	env       *testenv.Env
+	etcd      *testenv.Etcd
+	etcdLog   *os.File
+	k8s       client.WithWatch
+	clientset kubernetes.Interface
+	kubelet   *podsim.Kubelet
+	manager   *proc
+	ledger    *proc
+	ledgerAt  string
+	workers   map[string]*proc       // by pod name; not changed once the deletions run
+	pods      map[string]*corev1.Pod // by pod name
 
+	// metricsAt and probesAt are the manager's /metrics and /healthz, /readyz addresses.
+	metricsAt, probesAt string
+
+	dels     *deletions
 	stopView context.CancelFunc
 	viewDone sync.WaitGroup
 }
+
+// worker is the fenced-worker process of the named pod, nil if none.
+func (p *playground) worker(name string) *proc { return p.workers[name] }
 
 func (p *playground) say(format string, args ...any) { fmt.Fprintf(p.out, format+"\n", args...) }
 
 func (p *playground) start(ctx context.Context) error {
 	p.say("starting a local control plane (kube-apiserver and etcd from ./bin) ...")
 	var err error
-	if p.env, err = testenv.Start(); err != nil {
+	if p.env, err = testenv.Start(testenv.LogsTo(p.dir)); err != nil {
 		return err
 	}
 	p.kubeconfig = filepath.Join(p.dir, "kubeconfig")
@@ -68,16 +77,25 @@ func (p *playground) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.clientset = cs
 	p.kubelet = &podsim.Kubelet{Client: cs, Namespace: ns, Container: "worker", Image: "fenced-worker:dev"}
 
 	p.say("starting lockwarden's etcd (./bin/etcd) and the manager (./bin/lockwarden) ...")
-	if p.etcd, err = testenv.StartEtcd(p.root, filepath.Join(p.dir, "etcd")); err != nil {
+	if p.etcdLog, err = os.Create(filepath.Join(p.dir, "etcd.log")); err != nil {
+		return fmt.Errorf("create etcd log: %w", err)
+	}
+	if p.etcd, err = testenv.StartEtcdLogging(p.root, filepath.Join(p.dir, "etcd"), p.etcdLog); err != nil {
 		return err
 	}
+	ports, err := testenv.FreePorts(2)
+	if err != nil {
+		return err
+	}
+	p.metricsAt, p.probesAt = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	bin := func(name string) string { return filepath.Join(p.root, "bin", name) }
 	if p.manager, err = start(p.dir, "lockwarden", bin("lockwarden"), []string{"KUBECONFIG=" + p.kubeconfig},
 		"--etcd-endpoints", p.etcd.Endpoint, "--election-ttl", "5s", "--etcd-lease-ttl", "30s",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", "playground-manager"); err != nil {
+		"--metrics-bind-address", p.metricsAt, "--health-probe-bind-address", p.probesAt, "--identity", "playground-manager"); err != nil {
 		return err
 	}
 	port, err := freePort()
@@ -128,6 +146,12 @@ func (p *playground) start(ctx context.Context) error {
 		}
 		p.workers[name] = w
 	}
+	p.dels = &deletions{p: p, handled: map[string]bool{}, done: map[string]time.Time{}}
+	p.viewDone.Add(1)
+	go func() {
+		defer p.viewDone.Done()
+		p.dels.run(viewCtx)
+	}()
 	return nil
 }
 
@@ -145,15 +169,19 @@ func (p *playground) demo(ctx context.Context) error {
 		return fmt.Errorf("%s leads with token %d: %w", oldPod, oldToken, err)
 	}
 	p.say("%s leads with token %d and has written to the ledger", oldPod, oldToken)
+	if err := p.checkProbes(ctx); err != nil {
+		return err
+	}
 
-	p.say("stopping %s's worker (SIGTERM); the stand-in kubelet reports its container terminated and deletes the pod ...", oldPod)
-	w := p.workers[oldPod]
-	if w == nil {
+	if p.workers[oldPod] == nil {
 		return fmt.Errorf("holder %s is not one of the playground's workers", oldPod)
 	}
-	w.stop(10 * time.Second)
-	reported := time.Now()
-	if err := p.kubelet.GracefulExit(ctx, p.pods[oldPod]); err != nil {
+	p.say("deleting pod %s, as `kubectl delete pod %s` does; the stand-in kubelet stops its worker (SIGTERM) and reports the container terminated ...", oldPod, oldPod)
+	if err := p.kubelet.Delete(ctx, p.pods[oldPod]); err != nil {
+		return err
+	}
+	reported, err := p.dels.waitFinished(ctx, oldPod, 30*time.Second)
+	if err != nil {
 		return err
 	}
 	next, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a new holder", func(l *lockv1.DistributedLock) bool {
@@ -162,7 +190,7 @@ func (p *playground) demo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.say("new holder published %v after the kubelet's report (polled every 50 ms)", time.Since(reported).Round(time.Millisecond))
+	p.say("new holder published %v after the worker exited (polled every 50 ms); %s's term ended: %s", time.Since(reported).Round(time.Millisecond), oldPod, endReason(next, oldToken))
 	if err := p.waitWrites(ctx, string(next.Status.HolderUID), next.Status.FencingToken, 1); err != nil {
 		return fmt.Errorf("%s leads with token %d: %w", next.Status.Holder, next.Status.FencingToken, err)
 	}
@@ -227,11 +255,15 @@ func (p *playground) hint() {
 	p.say(`
 The playground keeps running. In another terminal, from %s:
   export KUBECONFIG=./%s
-  ./bin/kubectl get distributedlocks
+  ./bin/kubectl get distributedlocks -o wide
   ./bin/kubectl get dlock -w
   ./bin/kubectl describe dlock %s
+  ./bin/kubectl delete pod $(./bin/kubectl get dlock %s -o jsonpath='{.status.holder}')   # a graceful handoff
   ./bin/kubectl wait --for=jsonpath='{.status.holder}'=reports-0 dlock/reports-leader
-Logs of every process are in ./.playground/*.log. Ctrl-C stops everything and removes ./.playground.`, p.root, rel, lock)
+The manager serves http://%s/metrics and http://%s/readyz (and /healthz).
+Logs of every process (kube-apiserver, its etcd, lockwarden's etcd, the manager, the ledger and
+each worker) are in ./.playground/*.log. Ctrl-C stops everything and removes ./.playground.`,
+		p.root, rel, lock, lock, p.metricsAt, p.probesAt)
 }
 
 // close stops everything in reverse order of start.
@@ -252,6 +284,9 @@ func (p *playground) close() {
 	if p.etcd != nil {
 		p.etcd.Stop()
 	}
+	if p.etcdLog != nil {
+		_ = p.etcdLog.Close()
+	}
 	if p.env != nil {
 		if err := p.env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "playground:", err)
@@ -266,4 +301,36 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// endReason is the history's reason for the end of the term of token.
+func endReason(l *lockv1.DistributedLock, token int64) string {
+	for _, t := range l.Status.History {
+		if t.Token == token && t.Ended != nil {
+			return t.Reason
+		}
+	}
+	return "not recorded"
+}
+
+// checkProbes reads the manager's /readyz and /metrics once, at the addresses the hint
+// prints, and says what they answered.
+func (p *playground) checkProbes(ctx context.Context) error {
+	for _, url := range []string{"http://" + p.probesAt + "/readyz", "http://" + p.metricsAt + "/metrics"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("manager: GET %s: %w", url, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("manager: GET %s: %s", url, resp.Status)
+		}
+		p.say("manager: GET %s answered %s", url, resp.Status)
+	}
+	return nil
 }

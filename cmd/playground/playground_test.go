@@ -37,4 +37,26 @@ func TestDemoAndExit(t *testing.T) {
 	if rejected[1] != failover[2] || rejected[2] != failover[1] {
 		t.Errorf("rejected token %s from %s, want token %d from %s", rejected[1], rejected[2], n, failover[1])
 	}
+	// The deletion is graceful (the pods are bound to the stand-in node): the old term ends
+	// without the lock delay, by the holder's own release or the stand-in kubelet's terminal
+	// update (attested), never by the delay after Releasing.
+	if !regexp.MustCompile(`'s term ended: (HolderReleased|HolderTerminated)\n`).MatchString(out.String()) {
+		t.Errorf("output does not say the old term ended HolderReleased or HolderTerminated:\n%s", out.String())
+	}
+	for _, want := range []string{"/readyz answered 200 OK", "/metrics answered 200 OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output does not say the manager's %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestHelpExitsZero: --help prints the usage and is not an error.
+func TestHelpExitsZero(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out); err != nil {
+		t.Fatalf("playground --help = %v, want nil", err)
+	}
+	if !strings.Contains(out.String(), "-demo-and-exit") {
+		t.Errorf("--help printed %q, want the flags", out.String())
+	}
 }

@@ -137,17 +137,38 @@ func (k *Kubelet) Restarted(ctx context.Context, p *corev1.Pod, ready bool) (*co
 // turns False while the container still shows running; ONE update with the container
 // terminated and phase Succeeded; the kubelet's final delete with grace 0.
 func (k *Kubelet) GracefulExit(ctx context.Context, p *corev1.Pod) error {
-	pods := k.Client.CoreV1().Pods(k.Namespace)
+	if err := k.Delete(ctx, p); err != nil {
+		return err
+	}
+	return k.FinishDeletion(ctx, p, nil)
+}
+
+// Delete is the API server's part of `kubectl delete pod` of a pod bound to a node: it sets
+// deletionTimestamp (grace 30 s) and leaves the pod for its kubelet to finish.
+func (k *Kubelet) Delete(ctx context.Context, p *corev1.Pod) error {
 	grace := int64(30)
-	if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	err := k.Client.CoreV1().Pods(k.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete pod %s: %w", p.Name, err)
 	}
+	return nil
+}
+
+// FinishDeletion is the kubelet's part of a graceful deletion, as recorded on a real node
+// (../shared/reference/real-node/evidence/): readiness False while the container still shows
+// running; stop (the container's process getting SIGTERM and exiting, nil for none); ONE
+// update with the container terminated (exit 0) and phase Succeeded; the final delete with
+// grace 0. A pod already gone is not an error.
+func (k *Kubelet) FinishDeletion(ctx context.Context, p *corev1.Pod, stop func()) error {
 	p, err := k.NotReady(ctx, p)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
 	if err != nil {
 		return err
+	}
+	if stop != nil {
+		stop()
 	}
 	if _, err := k.SetStatus(ctx, p, func(p *corev1.Pod) {
 		now := metav1.Now()

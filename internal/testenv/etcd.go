@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -22,14 +23,19 @@ type Etcd struct {
 	Endpoint string
 
 	bin, dir   string
+	log        io.Writer
 	clientPort int
 	peerPort   int
 	cmd        *exec.Cmd
 	exited     chan struct{}
 }
 
-// StartEtcd starts ./bin/etcd (built by `make envtest-bins`) with its data in dir.
-func StartEtcd(root, dir string) (*Etcd, error) {
+// StartEtcd starts ./bin/etcd (built by `make envtest-bins`) with its data in dir, its
+// output (errors only) on stderr.
+func StartEtcd(root, dir string) (*Etcd, error) { return StartEtcdLogging(root, dir, os.Stderr) }
+
+// StartEtcdLogging is StartEtcd with etcd's output (errors only) to log.
+func StartEtcdLogging(root, dir string, log io.Writer) (*Etcd, error) {
 	bin := filepath.Join(root, "bin", "etcd")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%w: %s not found: run `make envtest-bins`", ErrBinariesMissing, bin)
@@ -38,7 +44,7 @@ func StartEtcd(root, dir string) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Etcd{bin: bin, dir: dir, clientPort: ports[0], peerPort: ports[1]}
+	e := &Etcd{bin: bin, dir: dir, clientPort: ports[0], peerPort: ports[1], log: log}
 	e.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", e.clientPort)
 	return e, e.Start()
 }
@@ -52,7 +58,7 @@ func (e *Etcd) Start() error {
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "lockwarden-test="+peer, "--log-level", "error",
 		"--unsafe-no-fsync")
-	e.cmd.Stdout, e.cmd.Stderr = os.Stderr, os.Stderr
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}

@@ -23,7 +23,8 @@ type Env struct {
 	// Root is the repository root.
 	Root string
 
-	env *envtest.Environment
+	env  *envtest.Environment
+	logs []*os.File // closed by Stop
 }
 
 // RepoRoot finds the repository root by walking up from the working directory to go.mod.
@@ -61,8 +62,32 @@ func AssetsDir(root string) (string, error) {
 	return dir, nil
 }
 
+// Option configures Start.
+type Option func(*Env) error
+
+// LogsTo sends kube-apiserver's output to dir/kube-apiserver.log and its etcd's to
+// dir/kube-apiserver-etcd.log (by default both are discarded). The files are closed by Stop.
+func LogsTo(dir string) Option {
+	return func(e *Env) error {
+		api, err := os.Create(filepath.Join(dir, "kube-apiserver.log"))
+		if err != nil {
+			return fmt.Errorf("create API server log: %w", err)
+		}
+		etcd, err := os.Create(filepath.Join(dir, "kube-apiserver-etcd.log"))
+		if err != nil {
+			api.Close()
+			return fmt.Errorf("create etcd log: %w", err)
+		}
+		apiServer := e.env.ControlPlane.GetAPIServer()
+		apiServer.Out, apiServer.Err = api, api
+		e.env.ControlPlane.Etcd = &envtest.Etcd{Out: etcd, Err: etcd}
+		e.logs = append(e.logs, api, etcd)
+		return nil
+	}
+}
+
 // Start starts kube-apiserver and etcd from AssetsDir and installs the CRDs of config/crd/bases.
-func Start() (*Env, error) {
+func Start(opts ...Option) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -78,11 +103,20 @@ func Start() (*Env, error) {
 		ControlPlaneStartTimeout: time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	e := &Env{Root: root, env: env}
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			e.closeLogs()
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		e.closeLogs()
 		return nil, fmt.Errorf("start control plane from %s: %w", assets, err)
 	}
-	return &Env{Config: cfg, Root: root, env: env}, nil
+	e.Config = cfg
+	return e, nil
 }
 
 // Kubeconfig writes a kubeconfig for an administrator of this control plane to path.
@@ -112,8 +146,16 @@ func (e *Env) Kubectl() (string, error) {
 
 // Stop stops the control plane.
 func (e *Env) Stop() error {
+	defer e.closeLogs()
 	if err := e.env.Stop(); err != nil {
 		return fmt.Errorf("stop control plane: %w", err)
 	}
 	return nil
+}
+
+func (e *Env) closeLogs() {
+	for _, f := range e.logs {
+		_ = f.Close()
+	}
+	e.logs = nil
 }
