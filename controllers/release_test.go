@@ -1,9 +1,11 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
 // The release annotations end to end: the API server's admission policy (config/policy, as
@@ -234,4 +237,48 @@ func (f *fixture) waitEvent(reason, typ, text string) {
 		}
 		return false
 	}, func() string { return fmt.Sprintf("no %s Event %s containing %q; seen %q", typ, reason, text, seen) })
+}
+
+// TestElectorShutdownHandsOverWithoutDelay: pkg/leadership's release end to end. The holder's
+// elector stops (as on SIGTERM): its work returns, then it confirms the release with its own
+// pod-bound token, and the controller grants the next candidate without the 30 s lock delay.
+func TestElectorShutdownHandsOverWithoutDelay(t *testing.T) {
+	f := newFixture(t)
+	f.releaseSetup()
+	a0, _ := f.workerPod("a-0", "a")
+	f.workerPod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = new(int32(30)) })
+	held := f.waitFor("lock", 10*time.Second, "held by a-0", heldBy("a-0"))
+	cfg, err := env.PodConfig(bg(), a0)
+	if err != nil {
+		t.Fatalf("pod token: %v", err)
+	}
+	var workReturned atomic.Bool
+	el, err := leadership.New(leadership.Config{Config: cfg, Namespace: f.ns, Lock: "lock", Identity: a0.UID, Name: a0.Name,
+		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, _ int64) {
+			<-ctx.Done()
+			workReturned.Store(true)
+		}}})
+	if err != nil {
+		t.Fatalf("elector: %v", err)
+	}
+	ctx, cancel := context.WithCancel(bg())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	eventually(t, 10*time.Second, func() bool { return el.Token() == held.Status.FencingToken },
+		func() string { return fmt.Sprintf("a-0's elector never led token %d", held.Status.FencingToken) })
+
+	stopped := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if !workReturned.Load() {
+		t.Fatalf("Run returned before OnStartedLeading did")
+	}
+	next := f.waitFor("lock", 10*time.Second, "held by a-1 before the lock delay", heldBy("a-1"))
+	t.Logf("elector shutdown handoff: a-1 held %v after a-0's Run was cancelled (lockDelay 30s)", time.Since(stopped).Round(time.Millisecond))
+	if h := next.Status.History[1]; h.Token != held.Status.FencingToken || h.Reason != lockv1.ReasonHolderReleased {
+		t.Errorf("ended term = %+v, want token %d ended with %s", h, held.Status.FencingToken, lockv1.ReasonHolderReleased)
+	}
 }

@@ -9,6 +9,7 @@ const (
 	taskStart taskKind = iota
 	taskStop
 	taskNewHolder
+	taskRelease
 )
 
 // task is one queued callback.
@@ -17,6 +18,8 @@ type task struct {
 	term   *term // taskStart, taskStop
 	holder string
 	token  int64 // taskNewHolder
+	// release is sent after the task's callbacks (taskStop), or is the task (taskRelease).
+	release *releaseJob
 }
 
 // runner calls the callbacks one at a time, in queue order, on its own goroutine, so that
@@ -26,6 +29,7 @@ type task struct {
 type runner struct {
 	cbs      Callbacks
 	stopDone func() // reports that a term's stop callbacks returned
+	send     func(*releaseJob)
 
 	mu     sync.Mutex
 	queue  []task
@@ -38,7 +42,10 @@ func newRunner(cbs Callbacks, stopDone func()) *runner {
 }
 
 func (r *runner) start(t *term) { r.push(task{kind: taskStart, term: t}) }
-func (r *runner) stop(t *term)  { r.push(task{kind: taskStop, term: t}) }
+func (r *runner) stop(t *term, j *releaseJob) {
+	r.push(task{kind: taskStop, term: t, release: j})
+}
+func (r *runner) release(j *releaseJob) { r.push(task{kind: taskRelease, release: j}) }
 func (r *runner) newHolder(holder string, tok int64) {
 	r.push(task{kind: taskNewHolder, holder: holder, token: tok})
 }
@@ -107,6 +114,11 @@ func (r *runner) run() {
 				r.cbs.OnStoppedLeading()
 			}
 			r.stopDone()
+			if t.release != nil {
+				r.send(t.release) // after the work stopped: OnStartedLeading returned
+			}
+		case taskRelease:
+			r.send(t.release)
 		case taskNewHolder:
 			if !closed && r.cbs.OnNewHolder != nil {
 				r.cbs.OnNewHolder(t.holder, t.token)

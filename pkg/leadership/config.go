@@ -19,6 +19,9 @@ const (
 	// DefaultStopBudget is Config.StopBudget when unset.
 	DefaultStopBudget = 5 * time.Second
 
+	// DefaultReleaseTimeout is Config.ReleaseTimeout when unset.
+	DefaultReleaseTimeout = 5 * time.Second
+
 	// minDefaultMargin is the smallest default margin of a term (unless L/4 is smaller).
 	minDefaultMargin = 2 * time.Second
 )
@@ -30,8 +33,10 @@ var ErrInvalidConfig = errors.New("leadership: invalid config")
 // Config configures an Elector. Every field states its default.
 type Config struct {
 	// Config reaches the API server. The elector needs get and watch on distributedlocks in
-	// Namespace (grant get, list and watch). Required. It is copied; the elector always asks
-	// for JSON.
+	// Namespace (grant get, list and watch), and patch to send releases (ClusterRole
+	// lockwarden-lock-reader grants all four). Required. It is copied; the elector always asks
+	// for JSON. A release is admitted only from the pod's own service-account token (the
+	// in-cluster config of a pod with a projected token).
 	Config *rest.Config
 
 	// Namespace is the DistributedLock's namespace. Required.
@@ -59,6 +64,20 @@ type Config struct {
 	// OnStoppedLeading to run: past it ReadyzCheck fails until OnStoppedLeading has returned.
 	// Zero means DefaultStopBudget. Must not be negative.
 	StopBudget time.Duration
+
+	// DisableRelease stops the elector from confirming the end of its terms by itself. By
+	// default (false), when a term ends while the newest accepted observation still names this
+	// pod with that token, Held or Releasing (the controller began ending it, or Run's context
+	// ended), the elector waits until OnStartedLeading has returned and OnStoppedLeading has
+	// run, then sends the release (see Release): the controller grants the next candidate at
+	// once instead of after the lock delay. A term that ends because its deadline passed, or
+	// because another holder, token or no lock was seen, is never released. Release itself
+	// works either way.
+	DisableRelease bool
+
+	// ReleaseTimeout bounds each release request. Zero means DefaultReleaseTimeout. Run's
+	// return waits for a release due at shutdown for at most this long. Must not be negative.
+	ReleaseTimeout time.Duration
 
 	// Log receives term changes (Info) and failed reads (V(1)). The zero Logger discards.
 	Log logr.Logger
@@ -110,6 +129,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StopBudget == 0 {
 		c.StopBudget = DefaultStopBudget
 	}
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = DefaultReleaseTimeout
+	}
 	switch {
 	case c.Config == nil:
 		return c, invalid("Config", "required")
@@ -123,6 +145,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, invalid("Margin", fmt.Sprintf("%v is negative", c.Margin))
 	case c.StopBudget < 0:
 		return c, invalid("StopBudget", fmt.Sprintf("%v is negative", c.StopBudget))
+	case c.ReleaseTimeout < 0:
+		return c, invalid("ReleaseTimeout", fmt.Sprintf("%v is negative", c.ReleaseTimeout))
 	}
 	if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
 		return c, invalid("Namespace", fmt.Sprintf("%q: %s", c.Namespace, strings.Join(errs, "; ")))

@@ -41,6 +41,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"no identity", "", func(c *leadership.Config) { c.Identity = "" }, "Identity"},
 		{"negative margin", "", func(c *leadership.Config) { c.Margin = -time.Second }, "Margin"},
 		{"negative stop budget", "", func(c *leadership.Config) { c.StopBudget = -time.Second }, "StopBudget"},
+		{"negative release timeout", "", func(c *leadership.Config) { c.ReleaseTimeout = -time.Second }, "ReleaseTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,13 @@ type Elector struct {
 	// Only the decision loop stores it.
 	led atomic.Pointer[termView]
 
+	// releases carries Release calls to the decision loop; loopDone is closed when it ends.
+	releases chan chan<- error
+	loopDone chan struct{}
+	// released is the highest token whose release is sent or in flight: the loop does not
+	// lead it again. A failed release puts it back.
+	released atomic.Int64
+
 	mu    sync.Mutex
 	ready readiness // guarded by mu
 }
@@ -77,13 +84,14 @@ func New(cfg Config) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Config: %w", ErrInvalidConfig, err)
 	}
-	return &Elector{cfg: cfg, client: client}, nil
+	return &Elector{cfg: cfg, client: client, releases: make(chan chan<- error), loopDone: make(chan struct{})}, nil
 }
 
 // Run elects until ctx ends: it reads the lock, watches it and calls the callbacks. It returns
 // nil once ctx has ended and every goroutine it started has returned, including the callbacks
 // (OnStartedLeading returned and OnStoppedLeading ran for a term open at that moment). It
-// returns ErrAlreadyRan at once when called a second time.
+// returns ErrAlreadyRan at once when called a second time. A release due when ctx ends (see
+// Config.DisableRelease) is sent before Run returns, within Config.ReleaseTimeout.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
@@ -103,6 +111,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	observations := make(chan observation)
 	readNow := make(chan struct{}, 1)
 	cb := newRunner(e.cfg.Callbacks, e.stopDone)
+	// A release due at shutdown is sent after Run's context ended: bounded by ReleaseTimeout.
+	relCtx := context.WithoutCancel(ctx)
+	cb.send = func(j *releaseJob) { j.finish(e.sendRelease(relCtx, j.token)) }
 	var wg sync.WaitGroup
 	wg.Go(func() { e.readLoop(ctx, readNow, observations) })
 	wg.Go(func() { e.watchLoop(ctx, observations) })
@@ -110,6 +121,7 @@ func (e *Elector) Run(ctx context.Context) error {
 
 	l := &loop{e: e, ctx: ctx, cb: cb, readNow: readNow, log: e.log()}
 	l.run(observations) // returns when ctx ends, after ending any open term
+	close(e.loopDone)
 	cb.close()
 	wg.Wait()
 	utilnet.CloseIdleConnectionsFor(e.client.Client.Transport)

@@ -14,8 +14,11 @@ import (
 )
 
 // Example runs a pod's work while it holds the lock "payments-leader". The pod gets POD_UID
-// and POD_NAME from the downward API, needs get, list and watch on distributedlocks, and
-// serves ReadyzCheck as its readinessProbe. It needs a cluster, so it only compiles here.
+// and POD_NAME from the downward API, needs get, list, watch and patch on distributedlocks
+// (ClusterRole lockwarden-lock-reader), and serves ReadyzCheck as its readinessProbe. On
+// SIGINT, Run cancels the work, waits for it to return, then confirms the release, so the
+// next candidate is granted without the lock delay. It needs a cluster, so it only compiles
+// here.
 func Example() {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
@@ -63,6 +66,32 @@ func Example() {
 	if err := el.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+}
+
+// ExampleElector_Release hands the lock over before a planned shutdown (e.g. from a preStop
+// hook): the work stops, then the controller is told, then the process exits.
+func ExampleElector_Release() {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	el, err := leadership.New(leadership.Config{Config: cfg, Namespace: "shop", Lock: "payments-leader"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go func() { _ = el.Run(ctx) }()
+
+	// ... later, before exiting:
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := el.Release(rctx); err != nil {
+		// The term then ends the slow way: Releasing and the lock delay.
+		fmt.Fprintln(os.Stderr, err)
+	}
+	stop()
 }
 
 // ExampleNew shows that New names the field it refuses.

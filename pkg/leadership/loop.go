@@ -42,6 +42,8 @@ type loop struct {
 
 	reported holderKey // last grant passed to OnNewHolder
 	term     *term     // the open term, nil when not leading
+	view     view      // the holder as the newest accepted observation shows it
+	lastTerm int64     // token of the last term that ended, for Release
 	deadline *time.Timer
 }
 
@@ -58,10 +60,12 @@ func (l *loop) run(observations <-chan observation) {
 	for {
 		select {
 		case <-l.ctx.Done():
-			l.end("elector stopped")
+			l.endReleasing("elector stopped")
 			return
 		case o := <-observations:
 			l.observe(o)
+		case done := <-l.e.releases:
+			l.release(done)
 		case <-l.deadline.C:
 			l.checkDeadline()
 		}
@@ -83,6 +87,7 @@ func (l *loop) observe(o observation) {
 			return
 		}
 		// No lock, so no holder: a read that finds none is newer than anything seen before it.
+		l.view = view{}
 		l.end("lock not found")
 		l.reported = holderKey{}
 		l.e.setRefused(nil)
@@ -92,9 +97,12 @@ func (l *loop) observe(o observation) {
 		return
 	}
 	st := &o.lock.Status
-	mine := st.Phase == lockv1.PhaseHeld && st.HolderUID == l.e.cfg.Identity && st.FencingToken > 0
+	l.view = view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}
+	// A released token is not led again: the controller ends that term.
+	mine := st.Phase == lockv1.PhaseHeld && st.HolderUID == l.e.cfg.Identity && st.FencingToken > 0 &&
+		st.FencingToken > l.e.released.Load()
 	if l.term != nil && (!mine || st.FencingToken != l.term.token) {
-		l.end(endReason(st, l.e.cfg.Identity))
+		l.endReleasing(endReason(st, l.e.cfg.Identity))
 	}
 	if st.Phase == lockv1.PhaseHeld {
 		if k := (holderKey{st.HolderUID, st.FencingToken}); k != l.reported {
@@ -205,18 +213,34 @@ func (l *loop) checkDeadline() {
 	l.end("deadline passed without a confirming read")
 }
 
-// end closes the open term, if any: Valid turns false, the term's context is cancelled and
-// its stop callbacks are queued.
-func (l *loop) end(reason string) {
+// end closes the open term, if any, without a release.
+func (l *loop) end(reason string) { l.endTerm(reason, nil) }
+
+// endReleasing closes the open term, if any, with the release autoRelease allows.
+func (l *loop) endReleasing(reason string) {
+	if l.term != nil {
+		l.endTerm(reason, l.autoRelease(l.term.token))
+	}
+}
+
+// endTerm closes the open term, if any: Valid turns false, the term's context is cancelled and
+// its stop callbacks are queued, followed by the release j (nil: none).
+func (l *loop) endTerm(reason string, j *releaseJob) {
 	t := l.term
 	if t == nil {
+		if j != nil {
+			j.finish(ErrNotLeading)
+		}
 		return
 	}
-	l.term = nil
+	l.term, l.lastTerm = nil, t.token
 	l.e.led.Store(nil)
 	l.deadline.Stop()
 	t.cancel()
 	l.e.stopBegan(now())
-	l.cb.stop(t)
-	l.log.Info("stopped leading", "token", t.token, "reason", reason)
+	if j != nil {
+		l.e.released.Store(max(l.e.released.Load(), j.token))
+	}
+	l.cb.stop(t, j)
+	l.log.Info("stopped leading", "token", t.token, "reason", reason, "release", j != nil)
 }

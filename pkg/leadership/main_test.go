@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,20 +66,28 @@ func createLock(t *testing.T, ns, name string, leaseSeconds int32) client.Object
 
 // setStatus writes the lock's status as the controller would, after mutate; it keeps
 // maxFencingToken at or above fencingToken and never lowers it (the CRD refuses otherwise).
-// It returns when the API server has acknowledged the write.
+// It returns when the API server has acknowledged the write. A conflict (an elector's
+// release patched the lock meanwhile) is retried on a fresh read, as the controller does.
 func setStatus(t *testing.T, key client.ObjectKey, mutate func(*lockv1.DistributedLockStatus)) {
 	t.Helper()
-	var lock lockv1.DistributedLock
-	if err := k8s.Get(t.Context(), key, &lock); err != nil {
-		t.Fatalf("get lock: %v", err)
+	for range 10 {
+		var lock lockv1.DistributedLock
+		if err := k8s.Get(t.Context(), key, &lock); err != nil {
+			t.Fatalf("get lock: %v", err)
+		}
+		prevMax := lock.Status.MaxFencingToken
+		mutate(&lock.Status)
+		lock.Status.MaxFencingToken = max(lock.Status.MaxFencingToken, prevMax, lock.Status.FencingToken)
+		lock.Status.ControllerEpoch = max(lock.Status.ControllerEpoch, 1)
+		err := k8s.Status().Update(t.Context(), &lock)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("update lock status: %v", err)
+		}
 	}
-	prevMax := lock.Status.MaxFencingToken
-	mutate(&lock.Status)
-	lock.Status.MaxFencingToken = max(lock.Status.MaxFencingToken, prevMax, lock.Status.FencingToken)
-	lock.Status.ControllerEpoch = max(lock.Status.ControllerEpoch, 1)
-	if err := k8s.Status().Update(t.Context(), &lock); err != nil {
-		t.Fatalf("update lock status: %v", err)
-	}
+	t.Fatalf("update lock status: 10 conflicts")
 }
 
 // held grants the lock to (name, uid) with token under a lease of leaseSeconds.

@@ -1,0 +1,140 @@
+package leadership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// A holder-confirmed release tells the controller that this pod's work under a term has
+// stopped, so that it grants the next candidate at once instead of after the lock delay. It is
+// sent only after the term's OnStartedLeading has returned and OnStoppedLeading has run (the
+// callback runner sends it, after them, in queue order): the promise the release makes is
+// kept by construction, unlike a release sent when the context is cancelled while the work
+// may still run.
+
+var (
+	// ErrNotRunning is returned by Release when Run is not running.
+	ErrNotRunning = errors.New("leadership: elector is not running")
+	// ErrNotLeading is returned by Release when this pod has no term to release: it never led,
+	// or the newest observation no longer names it with the token of its last term.
+	ErrNotLeading = errors.New("leadership: no term of this pod to release")
+)
+
+// releaseJob is one release to send, after the callbacks queued before it.
+type releaseJob struct {
+	token int64
+	done  chan<- error // capacity 1, or nil when nobody waits (an automatic release)
+}
+
+// view is what the newest accepted observation says about the holder.
+type view struct {
+	uid   types.UID
+	token int64
+	phase lockv1.Phase
+}
+
+// names reports whether the view shows the term of token held by uid, Held or Releasing: a
+// release of it is one the API server admits and the controller acts on.
+func (v view) names(uid types.UID, token int64) bool {
+	return v.uid == uid && v.token == token && token > 0 &&
+		(v.phase == lockv1.PhaseHeld || v.phase == lockv1.PhaseReleasing)
+}
+
+// Release ends this pod's term and confirms it to the controller: the term's context is
+// cancelled, and once OnStartedLeading has returned and OnStoppedLeading has run, the elector
+// patches the lock's annotation lockwarden.io/holder-release with "<Identity>/<token>" (a JSON
+// merge patch of that one annotation). The controller then grants the next candidate without
+// the lock delay. With no term open, it releases the last term this pod led if the newest
+// observation still names it (Held or Releasing), else it returns ErrNotLeading.
+//
+// This pod does not lead the released token again; a later grant (a new token) is led as
+// usual. Release returns when the API server answered, with its error if it refused (the
+// admission policy's message) or could not be reached within Config.ReleaseTimeout; a failed
+// release is not retried, the pod may then lead that term again, and the controller ends it
+// the slow way. It returns ctx's error when ctx ends first (the release may still be sent),
+// and ErrNotRunning when Run is not running.
+func (e *Elector) Release(ctx context.Context) error {
+	if !e.ran.Load() {
+		return ErrNotRunning
+	}
+	done := make(chan error, 1)
+	select {
+	case e.releases <- done:
+	case <-e.loopDone:
+		return ErrNotRunning
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release answers a Release call in the decision loop.
+func (l *loop) release(done chan<- error) {
+	me := l.e.cfg.Identity
+	switch {
+	case l.term != nil:
+		l.endTerm("release requested", &releaseJob{token: l.term.token, done: done})
+	case l.lastTerm != 0 && l.view.names(me, l.lastTerm):
+		l.e.released.Store(max(l.e.released.Load(), l.lastTerm))
+		l.cb.release(&releaseJob{token: l.lastTerm, done: done})
+	default:
+		done <- ErrNotLeading
+	}
+}
+
+// autoRelease is the release to send for a term of token that ends now, or nil: only when
+// releases are enabled, the newest observation still names this pod with that token, and the
+// end is one the pod may confirm (not a passed deadline: the pod may lead again when a read
+// confirms the term).
+func (l *loop) autoRelease(token int64) *releaseJob {
+	if l.e.cfg.DisableRelease || !l.view.names(l.e.cfg.Identity, token) {
+		return nil
+	}
+	return &releaseJob{token: token}
+}
+
+// sendRelease patches the holder-release annotation for token; run by the callback runner.
+// On failure it lets the loop lead the token again and returns the error, logged here.
+func (e *Elector) sendRelease(ctx context.Context, token int64) error {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReleaseTimeout)
+	defer cancel()
+	value := lockv1.HolderReleaseValue(e.cfg.Identity, token)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{lockv1.AnnotationHolderRelease: value}}})
+	if err != nil {
+		return fmt.Errorf("leadership: encode release: %w", err)
+	}
+	err = e.client.Patch(types.MergePatchType).
+		Namespace(e.cfg.Namespace).
+		Resource("distributedlocks").
+		Name(e.cfg.Lock).
+		Body(patch).
+		Do(ctx).
+		Error()
+	log := e.log()
+	if err != nil {
+		e.released.CompareAndSwap(token, 0)
+		err = fmt.Errorf("leadership: release distributedlock %s/%s term %d: %w", e.cfg.Namespace, e.cfg.Lock, token, err)
+		log.Info("release not sent; the controller ends the term after the lock delay", "token", token, "error", err.Error())
+		return err
+	}
+	log.Info("released", "token", token)
+	return nil
+}
+
+// finish reports the outcome to the waiting Release call, if any.
+func (j *releaseJob) finish(err error) {
+	if j.done != nil {
+		j.done <- err
+	}
+}
