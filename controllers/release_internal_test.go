@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -81,6 +82,31 @@ func TestRequestWarnedOnce(t *testing.T) {
 	}{{"u1", "99", true}, {"u1", "98", false}, {"u2", "99", false}} {
 		if got := m.requestWarned("ns/l", types.UID(tc.uid), tc.raw); got != tc.want {
 			t.Errorf("requestWarned(%s, %s) = %v, want %v", tc.uid, tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestReleaseAnnotationIsReconciled: the watch predicate that drops the event of this
+// replica's own write keeps the event of a release annotation written by someone else (the
+// holder's patch has its own resourceVersion), even when nothing else changed.
+func TestReleaseAnnotationIsReconciled(t *testing.T) {
+	r := &Reconciler{}
+	r.init()
+	own := &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", UID: "u1", ResourceVersion: "5"}}
+	r.mem.wrote(lockKey("ns", "l"), own.UID, own.ResourceVersion)
+	released := own.DeepCopy()
+	released.ResourceVersion = "6"
+	released.Annotations = map[string]string{lockv1.AnnotationHolderRelease: "uid-a-0/100"}
+	for _, tc := range []struct {
+		name string
+		obj  *lockv1.DistributedLock
+		want bool
+	}{
+		{"own status write", own, false},
+		{"holder's release patch", released, true},
+	} {
+		if got := r.notOwnWrite(event.TypedUpdateEvent[*lockv1.DistributedLock]{ObjectOld: own, ObjectNew: tc.obj}); got != tc.want {
+			t.Errorf("%s: notOwnWrite = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
