@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockwarden/lockwarden/internal/apiproxy"
+	"github.com/lockwarden/lockwarden/internal/testenv"
+)
+
+// answer is one /leader answer as the test saw it.
+type answer struct {
+	status int
+	reply  leaderReply
+	recv   int64 // CLOCK_MONOTONIC ns when the answer had arrived
+}
+
+// getLeader asks /leader once.
+func getLeader(t *testing.T, base string) (answer, error) {
+	t.Helper()
+	resp, err := http.Get(base + "/leader")
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	var a answer
+	if err := json.NewDecoder(resp.Body).Decode(&a.reply); err != nil {
+		return answer{}, fmt.Errorf("decode /leader: %w", err)
+	}
+	a.status, a.recv = resp.StatusCode, monoNow()
+	return a, nil
+}
+
+// sseEvents collects /watch's event names.
+type sseEvents struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (s *sseEvents) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.names, " ")
+}
+
+// follow reads /watch until ctx ends or the stream closes.
+func (s *sseEvents) follow(ctx context.Context, base string, done chan<- struct{}) {
+	defer close(done)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/watch", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			s.mu.Lock()
+			s.names = append(s.names, name)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// TestSidecarLeaderNeverAfterValidUntil runs the sidecar for the holder, cuts it off from
+// the API server and polls /leader every few milliseconds: no 200 answer arrives after the
+// validity its last read could have given (and the 409s follow), the token file is emptied
+// and /readyz fails; when the API server is back, the pod leads again with the same token.
+// /watch streams the changes.
+func TestSidecarLeaderNeverAfterValidUntil(t *testing.T) {
+	f := newFixture(t)
+	p := f.pod("worker-0")
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	tokenFile := filepath.Join(f.dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("999\n"), 0o644); err != nil { // an earlier run's
+		t.Fatal(err)
+	}
+	a := f.startAgent(p, []string{"sidecar", "--listen", base[len("http://"):], "--token-file", tokenFile})
+
+	var first answer
+	eventually(t, 30*time.Second, func() bool {
+		first, err = getLeader(t, base)
+		return err == nil && first.status == http.StatusOK
+	}, func() string { return fmt.Sprintf("/leader: %+v, %v; log:\n%s", first, err, a.out) })
+	if first.reply.Holder != "worker-0" || first.reply.Token == 0 || first.reply.ValidUntilSeconds <= 0 ||
+		first.reply.ValidUntilSeconds > validFor().Seconds() {
+		t.Errorf("/leader = %+v, want holder worker-0, a token, 0 < validUntilSeconds <= %v", first.reply, validFor().Seconds())
+	}
+	token := first.reply.Token
+	if b, err := os.ReadFile(tokenFile); err != nil || string(b) != fmt.Sprintf("%d\n", token) {
+		t.Errorf("token file = %q, %v; want %q", b, err, fmt.Sprintf("%d\n", token))
+	}
+	events := &sseEvents{}
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go events.follow(ctx, base, followed)
+	defer func() {
+		cancel()
+		<-followed
+	}()
+	eventually(t, 5*time.Second, func() bool { return events.String() == "leading" },
+		func() string { return fmt.Sprintf("/watch events %q, want %q", events, "leading") })
+
+	a.proxy.SetMode(apiproxy.Hold)
+	var answers []answer
+	deadline := time.Now().Add(validFor() + 2*time.Second)
+	for time.Now().Before(deadline) {
+		ans, err := getLeader(t, base)
+		if err != nil {
+			t.Fatalf("/leader: %v", err)
+		}
+		answers = append(answers, ans)
+		time.Sleep(3 * time.Millisecond)
+	}
+	oks, lastOK, conflicts := 0, answer{}, 0
+	for _, ans := range answers {
+		read := a.reads.lastBefore(ans.recv)
+		bound := read + int64(validFor())
+		switch ans.status {
+		case http.StatusOK:
+			oks++
+			lastOK = ans
+			if ans.recv >= bound {
+				t.Errorf("/leader answered 200 (%+v), received %v after the validity bound", ans.reply, time.Duration(ans.recv-bound))
+			}
+			if conflicts > 0 {
+				t.Errorf("/leader answered 200 after a 409 while cut off")
+			}
+		case http.StatusConflict:
+			conflicts++
+		default:
+			t.Errorf("/leader status %d, want 200 or 409", ans.status)
+		}
+	}
+	if oks == 0 || conflicts == 0 {
+		t.Fatalf("while cut off: %d answers 200 and %d answers 409, want both", oks, conflicts)
+	}
+	t.Logf("cut off: %d answers 200, the last received %v before the validity bound; then %d answers 409", oks,
+		time.Duration(a.reads.lastBefore(lastOK.recv)+int64(validFor())-lastOK.recv).Round(time.Millisecond), conflicts)
+	eventually(t, 5*time.Second, func() bool { b, err := os.ReadFile(tokenFile); return err == nil && len(b) == 0 },
+		func() string {
+			b, _ := os.ReadFile(tokenFile)
+			return fmt.Sprintf("token file %q after the term ended, want empty", b)
+		})
+	eventually(t, 10*time.Second, func() bool { return httpStatus(base+"/readyz") == http.StatusServiceUnavailable },
+		func() string { return "/readyz did not fail while no read succeeds" })
+
+	a.proxy.SetMode(apiproxy.Pass)
+	var again answer
+	eventually(t, 3*validFor(), func() bool {
+		again, err = getLeader(t, base)
+		return err == nil && again.status == http.StatusOK
+	}, func() string { return fmt.Sprintf("/leader after the API server came back: %+v, %v", again, err) })
+	if again.reply.Token != token {
+		t.Errorf("token after the API server came back = %d, want %d", again.reply.Token, token)
+	}
+	if s := httpStatus(base + "/readyz"); s != http.StatusOK {
+		t.Errorf("/readyz = %d, want 200", s)
+	}
+	eventually(t, 5*time.Second, func() bool { return events.String() == "leading stopped leading" },
+		func() string { return fmt.Sprintf("/watch events %q, want %q", events, "leading stopped leading") })
+	a.cancel()
+	if code := a.wait(t, 10*time.Second); code != exitOK {
+		t.Errorf("sidecar exit code = %d, want %d", code, exitOK)
+	}
+	if b, err := os.ReadFile(tokenFile); err != nil || len(b) != 0 {
+		t.Errorf("token file after exit = %q, %v; want empty", b, err)
+	}
+}
+
+// httpStatus is the status of a GET of url, or 0.
+func httpStatus(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}

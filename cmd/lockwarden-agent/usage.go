@@ -1,0 +1,55 @@
+package main
+
+// usage is the --help text; docs/agent.md says the same at length.
+const usage = `lockwarden-agent: leadership of a lockwarden DistributedLock for any program.
+
+Usage:
+  lockwarden-agent exec --lock NAME [flags] -- cmd [args...]
+  lockwarden-agent sidecar --lock NAME [flags]
+  lockwarden-agent --help
+
+exec runs cmd only while this pod leads the lock. At each term's start it starts cmd in a
+process group of its own with LOCKWARDEN_TOKEN=<fencing token> (and LOCKWARDEN_LOCK=<ns>/<name>)
+in its environment. It sends SIGTERM to the group when the term ends or when less than --grace
+of the term's validity is left (ValidUntil - grace), whichever comes first, and SIGKILL when
+the grace has passed (never later than ValidUntil). cmd is started again when a confirming
+read restores more than twice --grace of validity in the same term, and at the next term.
+If cmd exits by itself during a term, the agent stops and exits with cmd's exit code (the pod
+keeps the lock until the controller sees it go; the kubelet's restart policy decides what
+happens next).
+
+sidecar serves, on --listen:
+  GET /leader   200 {"holder","token","validUntilSeconds"} while this pod leads (checked at
+                the request, and at least --min-validity left); 409 {"holder","token","error"}
+                otherwise, with the last holder seen if any
+  GET /watch    server-sent events: leading, stopped, holder (a new holder seen)
+  GET /readyz   pkg/leadership's readiness check; GET /healthz 200
+and writes the token to --token-file (temporary file + rename) at each term's start, and an
+empty file in its place when the term ends, at start and at exit.
+
+Common flags:
+  --lock NAME          the DistributedLock (required)
+  --namespace NS       its namespace (default $POD_NAMESPACE, else the service account's)
+  --kubeconfig PATH    kubeconfig file (default: in-cluster config, else $KUBECONFIG)
+  --margin D           pkg/leadership's margin (default 0: min(max(2s, L/50), L/4))
+exec flags:
+  --grace D            time between SIGTERM and SIGKILL (default 5s; 100ms <= D < 30m); a term
+                       whose validity is not more than twice D is refused: cmd does not run
+                       and /readyz fails while that term stands
+  --probe-address A    serve /readyz and /healthz on A (default :8081; "0" disables)
+sidecar flags:
+  --listen A           address of /leader, /watch, /readyz, /healthz (default :8080)
+  --token-file PATH    the token file (required; its folder must exist)
+  --min-validity D     /leader answers 200 only with at least D of validity left
+                       (default 500ms), so that an answer is not stale when it arrives
+
+Environment: POD_UID (required; downward API metadata.uid) is the pod's identity; POD_NAME
+and POD_NAMESPACE (downward API) name it in answers and logs.
+
+Exit codes:
+  0    stopped by SIGTERM or SIGINT, after stopping cmd; --help
+  125  bad flags or arguments, or the agent failed (kubeconfig, API server, token file)
+  126  exec: cmd is not executable
+  127  exec: cmd was not found
+  n    exec: cmd exited by itself during a term with code n (128+s: killed by signal s)
+`
