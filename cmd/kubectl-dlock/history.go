@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+func newHistoryCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show a lock's last terms: token, holder, start, end, reason",
+		Long: `history prints status.history of one lock, newest first: the last 10 terms, each with
+its fencing token, holder pod, start and end (UTC, as the controller recorded them; for
+display only) and the reason the term began (Granted, Regranted) or ended.`,
+		Example: `  kubectl dlock history payments-leader -n shop`,
+		Args:    exactArgs(1, "one NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			s, err := o.connect()
+			if err != nil {
+				return err
+			}
+			l, err := s.getLock(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if len(l.Status.History) == 0 {
+				fmt.Fprintf(o.out, "lock %s/%s has no terms yet (phase %s).\n", l.Namespace, l.Name, orDash(string(l.Status.Phase)))
+				return nil
+			}
+			return printTable(o.out, historyTable(l.Status.History, time.Now()))
+		},
+	}
+}
+
+// historyTable is history's table, in status order (newest first).
+func historyTable(terms []lockv1.Term, now time.Time) [][]string {
+	rows := [][]string{{"TOKEN", "HOLDER", "STARTED", "ENDED", "LASTED", "REASON"}}
+	for _, t := range terms {
+		ended, lasted := "(open)", duration.HumanDuration(now.Sub(t.Acquired.Time))+" so far"
+		if t.Ended != nil {
+			ended = utc(t.Ended.Time)
+			lasted = duration.HumanDuration(t.Ended.Sub(t.Acquired.Time))
+		}
+		rows = append(rows, []string{strconv.FormatInt(t.Token, 10), t.Holder, utc(t.Acquired.Time), ended, lasted, orDash(t.Reason)})
+	}
+	return rows
+}
+
+func utc(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
