@@ -86,6 +86,7 @@ build: ## Build the manager (./bin/lockwarden), the example workload, lockwarden
 	go build -o $(BIN)/fenced-worker ./examples/fenced-worker
 	CGO_ENABLED=0 go build -o $(BIN)/lockwarden-agent ./cmd/lockwarden-agent
 	go build -o $(BIN)/playground ./cmd/playground
+	go build -o $(BIN)/kubectl-dlock ./cmd/kubectl-dlock
 
 .PHONY: run
 run: envtest-bins build ## Start the local playground: control plane, manager, workers, a live failover. ARGS=--demo-and-exit runs once and exits.
