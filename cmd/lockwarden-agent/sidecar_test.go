@@ -22,12 +22,14 @@ import (
 type answer struct {
 	status int
 	reply  leaderReply
+	sent   int64 // CLOCK_MONOTONIC ns before the request was sent
 	recv   int64 // CLOCK_MONOTONIC ns when the answer had arrived
 }
 
 // getLeader asks /leader once.
 func getLeader(t *testing.T, base string) (answer, error) {
 	t.Helper()
+	sent := monoNow()
 	resp, err := http.Get(base + "/leader")
 	if err != nil {
 		return answer{}, err
@@ -37,7 +39,7 @@ func getLeader(t *testing.T, base string) (answer, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&a.reply); err != nil {
 		return answer{}, fmt.Errorf("decode /leader: %w", err)
 	}
-	a.status, a.recv = resp.StatusCode, monoNow()
+	a.status, a.sent, a.recv = resp.StatusCode, sent, monoNow()
 	return a, nil
 }
 
@@ -136,6 +138,14 @@ func TestSidecarLeaderNeverAfterValidUntil(t *testing.T) {
 			lastOK = ans
 			if ans.recv >= bound {
 				t.Errorf("/leader answered 200 (%+v), received %v after the validity bound", ans.reply, time.Duration(ans.recv-bound))
+			}
+			// A client may use the token until its send time plus validUntilSeconds: that
+			// must not pass the validity either, and the answer must leave --min-validity.
+			if use := ans.sent + int64(ans.reply.ValidUntilSeconds*float64(time.Second)); use > bound {
+				t.Errorf("/leader answered 200 (%+v): send time + validUntilSeconds is %v after the validity bound", ans.reply, time.Duration(use-bound))
+			}
+			if ans.reply.ValidUntilSeconds < defaultMinValidity.Seconds() {
+				t.Errorf("/leader answered 200 with validUntilSeconds %v, below --min-validity %v", ans.reply.ValidUntilSeconds, defaultMinValidity)
 			}
 			if conflicts > 0 {
 				t.Errorf("/leader answered 200 after a 409 while cut off")
