@@ -153,6 +153,12 @@ func (t *turn) startReleasing(ctx context.Context, reason string, restart bool) 
 			releaseMessage(t.st.Holder, t.st.FencingToken, t.in.release.reason), releaseWait(&t.lock.Spec, &t.st), t.st.Holder)
 	case restart:
 		t.event(nil, corev1.EventTypeWarning, reason, "Release", "term of %s (token %d): etcd recorded it Held again while status said Releasing; the lock delay starts again", t.st.Holder, t.st.FencingToken)
+	case reason == lockv1.ReasonDeleted:
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "deletion waits up to %v for the term of %s (token %d) to end (less if %s confirms its release or the kubelet reports every container of it stopped); then the lock is deleted and no one is granted",
+			releaseWait(&t.lock.Spec, &t.st), t.st.Holder, t.st.FencingToken, t.st.Holder)
+	case reason == lockv1.ReasonSuspended:
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: spec.suspend is true; no one is granted until it is false again (the wait is up to %v)",
+			t.st.Holder, t.st.FencingToken, releaseWait(&t.lock.Spec, &t.st))
 	default:
 		t.event(nil, corev1.EventTypeNormal, reason, "Release", "term of %s (token %d) is ending: %s; the next holder waits the lock delay (%v) unless %s confirms its release or the kubelet reports every container of it stopped first",
 			t.st.Holder, t.st.FencingToken, reason, releaseWait(&t.lock.Spec, &t.st), t.st.Holder)

@@ -1,11 +1,14 @@
 package controllers_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -74,6 +77,9 @@ func TestSuspendAndResume(t *testing.T) {
 	first := f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
 	f.editLock("lock", func(l *lockv1.DistributedLock) { l.Spec.Suspend = true })
 	f.waitFor("lock", 20*time.Second, "Suspended", inPhase(lockv1.PhaseSuspended))
+	if msg := f.waitEventMessage(t, lockv1.ReasonSuspended); !strings.Contains(msg, "no one is granted until it is false again") || strings.Contains(msg, "next holder") {
+		t.Errorf("Suspended Event = %q, want it to say no one is granted and promise no next holder", msg)
+	}
 	if tok := f.keyToken("lock"); tok != 0 {
 		t.Errorf("etcd key token %d while suspended, want no key", tok)
 	}
@@ -143,6 +149,10 @@ func TestLockDeletedReleasesKey(t *testing.T) {
 		t.Fatalf("delete lock: %v", err)
 	}
 	f.waitFor("lock", 10*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
+	msg := f.waitEventMessage(t, lockv1.ReasonDeleted)
+	if !strings.Contains(msg, "deletion waits up to 2s for the term of a-0") || strings.Contains(msg, "next holder") {
+		t.Errorf("Deleted Event = %q, want it to say the deletion waits up to 2s and promise no next holder", msg)
+	}
 	eventually(t, 20*time.Second, func() bool {
 		var cur lockv1.DistributedLock
 		return apierrors.IsNotFound(k8s.Get(bg(), objectKey(f.ns, "lock"), &cur))
@@ -150,4 +160,24 @@ func TestLockDeletedReleasesKey(t *testing.T) {
 	if tok := f.keyToken("lock"); tok != 0 {
 		t.Errorf("lock object gone but etcd key remains with token %d", tok)
 	}
+}
+
+// waitEventMessage waits for an Event with reason about the fixture's lock and returns its note.
+func (f *fixture) waitEventMessage(t *testing.T, reason string) string {
+	t.Helper()
+	var note string
+	eventually(t, 10*time.Second, func() bool {
+		var evs eventsv1.EventList
+		if err := k8s.List(bg(), &evs, client.InNamespace(f.ns)); err != nil {
+			t.Fatalf("list events: %v", err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason && e.Regarding.Kind == "DistributedLock" {
+				note = e.Note
+				return true
+			}
+		}
+		return false
+	}, func() string { return "no Event with reason " + reason })
+	return note
 }

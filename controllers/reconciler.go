@@ -64,6 +64,7 @@ type Reconciler struct {
 
 	once       sync.Once
 	mem        *memory
+	routes     routeMemory
 	mu         sync.Mutex
 	queue      workqueue.TypedRateLimitingInterface[reconcile.Request]
 	regressed  map[string]string // locks in TokenRegression, by key: the reason
@@ -189,6 +190,7 @@ func (r *Reconciler) Healthy() error {
 // forget drops what this replica remembers of a deleted lock.
 func (r *Reconciler) forget(key string) {
 	r.mem.forget(key)
+	r.routes.forget(key)
 	r.mu.Lock()
 	delete(r.regressed, key)
 	r.Metrics.setPhases(r.setPhase(key, "")) // under r.mu: gauges set in the order the counts changed

@@ -135,16 +135,19 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 	}
 	if !changed && !countChanged {
 		t.acknowledged()
+		t.routeAfter(ctx)
 		return nil
 	}
 	if !t.r.Election.Valid() {
 		return ErrElectionLost
 	}
+	t.routeBefore(ctx) // spec.routing: no endpoint outlives the Held status it was listed for
 	t.st.ControllerEpoch = max(old.ControllerEpoch, t.r.Election.Token())
 	t.lock.Status = t.st
 	if err := t.r.Client.Status().Update(ctx, t.lock); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
+	defer t.routeAfter(ctx)
 	t.r.mem.wrote(t.key, t.lock.UID, t.lock.ResourceVersion)
 	if countChanged {
 		t.r.mem.countWrittenNow(t.key, t.lock.UID)

@@ -51,6 +51,9 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 	if err := c.Watch(source.Kind(cache, &corev1.Node{}, handler.TypedEnqueueRequestsFromMapFunc(r.nodeToLocks))); err != nil {
 		return nil, err
 	}
+	if err := r.watchRouting(c, cache); err != nil {
+		return nil, err
+	}
 	// The queue, for the lock keys that change in etcd (see Active.lead, Engine.WatchLocks).
 	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.mu.Lock()

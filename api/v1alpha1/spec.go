@@ -78,6 +78,12 @@ type DistributedLockSpec struct {
 	// while true. Default false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Routing makes a Service reach only the holder: the controller keeps the EndpointSlice
+	// of the named Service listing exactly the holder pod while the lock is Held, and no pod
+	// while it is Releasing, Pending or Suspended. Optional.
+	// +optional
+	Routing *Routing `json:"routing,omitempty"`
 }
 
 // The selector's presence is a rule rather than a required field: a missing required field

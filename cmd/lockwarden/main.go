@@ -13,6 +13,8 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -127,10 +129,15 @@ func run(ctx context.Context, o *options) error {
 }
 
 // cacheOptions strips managedFields from cached objects (they are most of a pod's bytes and
-// the controller never reads them) and, with --watch-namespaces, limits the lock and pod
-// caches to those namespaces.
+// the controller never reads them), caches only the EndpointSlices the controller manages
+// (spec.routing) and, with --watch-namespaces, limits the caches to those namespaces.
 func cacheOptions(namespaces []string) cache.Options {
-	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	opts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&discoveryv1.EndpointSlice{}: {Label: labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: controllers.RoutingManagedBy})},
+		},
+	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
