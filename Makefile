@@ -17,6 +17,8 @@ KUBE_APISERVER := $(BIN)/kube-apiserver
 KUBECTL        := $(BIN)/kubectl
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
+HELM           := $(BIN)/helm
+HELM_MOD       := $(TOOLS_DIR)/helm/go.mod $(TOOLS_DIR)/helm/go.sum
 
 IMG        ?= lockwarden:dev
 # The manager's `--version`: set by `make build` and `make image`; a plain go build says "dev".
@@ -72,7 +74,7 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Fail on stale generated files, gof
 	hack/check-boundaries.sh
 
 .PHONY: test
-test: envtest-bins build ## Run every test with -race: unit, engine (real etcd), envtest (real kube-apiserver), manager processes; as root also e2e on a real node.
+test: envtest-bins build $(HELM) ## Run every test with -race: unit, engine (real etcd), envtest (real kube-apiserver), manager processes; as root also e2e on a real node.
 	$(GO_TEST) ./...
 	$(GO_TEST) -tags chaos -run Failpoint ./controllers/
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory e2e; \
@@ -167,7 +169,7 @@ chaos-redis: redis-server ## Bounded Redis fault suite (under 2 minutes): client
 ##@ Tools (built from hack/tools into ./bin)
 
 .PHONY: tools envtest-bins
-tools: $(ETCD) $(ETCDUTL) $(KUBE_APISERVER) $(KUBECTL) $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build every pinned tool.
+tools: $(ETCD) $(ETCDUTL) $(KUBE_APISERVER) $(KUBECTL) $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(HELM) ## Build every pinned tool.
 envtest-bins: $(ETCD) $(KUBE_APISERVER) $(KUBECTL) ## Build etcd, kube-apiserver and kubectl for envtest (about 9 minutes cold).
 
 $(ETCD): $(TOOLS_MOD)
@@ -182,6 +184,11 @@ $(CONTROLLER_GEN): $(TOOLS_MOD)
 	cd $(TOOLS_DIR) && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 $(GOLANGCI_LINT): $(TOOLS_MOD)
 	cd $(TOOLS_DIR) && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+.PHONY: helm
+helm: $(HELM) ## Build the pinned Helm CLI (hack/tools/helm) for the chart render test (about 7 minutes cold).
+$(HELM): $(HELM_MOD)
+	cd $(TOOLS_DIR)/helm && go build -ldflags "-X helm.sh/helm/v4/internal/version.version=v4.3.2" -o $@ helm.sh/helm/v4/cmd/helm
 
 ##@ Fault injection (test/chaos; docs/reliability.md)
 
@@ -258,6 +265,6 @@ bench-node: envtest-bins node-bins node-deps image ## Planned handoff and a cras
 	@[ "$$(id -u)" = 0 ] || { echo "bench-node: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }
 	go test -count=1 -timeout 20m -tags e2e -run '^$$' -bench HandoffRealPods -benchtime 8x ./test/e2e/ 2>&1 | tee $(BIN)/bench-node.log
 
-e2e: envtest-bins node-bins node-deps image ## Run the end-to-end suite on a real node (root; about 6 minutes): test/e2e.
+e2e: envtest-bins node-bins node-deps image $(HELM) ## Run the end-to-end suite on a real node (root; about 6 minutes): test/e2e.
 	@[ "$$(id -u)" = 0 ] || { echo "e2e: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }
 	$(E2E_TEST) ./test/e2e/ $(if $(RUN),-run '$(RUN)') -v 2>&1 | tee $(BIN)/e2e.log
