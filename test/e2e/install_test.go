@@ -37,7 +37,8 @@ const (
 // with its embedded etcd on a PersistentVolume) until it grants a lock to a real pod and
 // keeps its tokens across a restart of its pod, `make undeploy` leaving nothing stuck; then
 // the same install torn down with the manager already gone (the Deployment deleted first,
-// the finalizers dropped by the documented one-liner).
+// the finalizers dropped by the documented one-liner); and the Helm chart's install and
+// uninstall of the same default.
 func TestInstallEmbedded(t *testing.T) {
 	n := startNode(t, "lockwarden-e2e-install")
 	ctx := ctxFor(t, 10*time.Minute)
@@ -99,12 +100,85 @@ func TestInstallEmbedded(t *testing.T) {
 		checkNothingLeft(ctx, t, n)
 		deletePV(ctx, t, n, "pv-2")
 	})
+
+	t.Run("helm-install-uninstall", func(t *testing.T) {
+		helmInstall(ctx, t, n, "pv-3")
+		grantToRealPod(ctx, t, n)
+		if _, err := n.kubectl(ctx, "delete", "distributedlocks.lockwarden.io", "--all", "-A", "--wait", "--timeout=2m"); err != nil {
+			t.Fatalf("delete every lock while the manager runs: %v", err)
+		}
+		if out, err := helmIn(t, n, "uninstall", "lockwarden", "-n", managerNS, "--wait", "--timeout", "3m"); err != nil {
+			t.Fatalf("helm uninstall: %v\n%s", err, out)
+		}
+		makeOK(t, n, "uninstall") // Helm never deletes the CRDs of crds/
+		if _, err := n.kubectl(ctx, "delete", "namespace", managerNS, "--wait", "--timeout=90s"); err != nil {
+			t.Fatalf("delete the namespace helm install --create-namespace made: %v", err)
+		}
+		checkNothingLeft(ctx, t, n)
+		deletePV(ctx, t, n, "pv-3")
+	})
+}
+
+// helmInstall installs charts/lockwarden (mode embedded, the default values) with ./bin/helm
+// as docs/install.md does, with only what the node needs set: the image, never pulled, and
+// the in-cluster API server address (no kube-proxy).
+func helmInstall(ctx context.Context, t *testing.T, n *node, pvName string) {
+	t.Helper()
+	makePV(ctx, t, n, pvName)
+	start := time.Now()
+	out, err := helmIn(t, n, "install", "lockwarden", filepath.Join(n.root, "charts", "lockwarden"),
+		"-n", managerNS, "--create-namespace", "--wait", "--timeout", "3m",
+		"--set", "image.repository=localhost/lockwarden", "--set", "image.pullPolicy=Never",
+		"--set-json", `extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"`+nodeIP+`"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]`)
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s\n%s", err, out, describeNS(ctx, n, managerNS))
+	}
+	managers := podsOf(t, n, managerNS, "app.kubernetes.io/name=lockwarden")
+	if len(managers) != 1 || !podReady(&managers[0]) {
+		t.Fatalf("%d manager pods after helm install --wait, want 1 Ready\n%s", len(managers), describeNS(ctx, n, managerNS))
+	}
+	t.Logf("helm install to 1 Ready manager: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// helmIn runs ./bin/helm (make helm) against the node, inside its network namespace, with a
+// Helm home of its own.
+func helmIn(t *testing.T, n *node, args ...string) (string, error) {
+	t.Helper()
+	helm := filepath.Join(n.root, "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("%s not found: run `make helm`", helm)
+	}
+	home := t.TempDir()
+	cmd := exec.Command("nsenter", append([]string{"--net=" + n.ns.path, "--", helm}, args...)...)
+	cmd.Env = append(makeEnv(n), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd.Dir = n.root
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // deployEmbedded makes a hostPath PersistentVolume for the manager's claim (the node has no
-// provisioner) on a fresh folder owned by the manager's uid, then runs `make deploy` of the
-// e2e overlay of config/default and checks what it runs.
+// provisioner), then runs `make deploy` of the e2e overlay of config/default and checks what
+// it runs.
 func deployEmbedded(ctx context.Context, t *testing.T, n *node, pvName string) {
+	t.Helper()
+	dir := makePV(ctx, t, n, pvName)
+	start := time.Now()
+	if out, err := makeIn(n, "deploy", "DEPLOY_DIR="+installOverlay); err != nil {
+		t.Fatalf("make deploy DEPLOY_DIR=%s: %v\n%s\n%s", installOverlay, err, out, describeNS(ctx, n, managerNS))
+	}
+	managers := podsOf(t, n, managerNS, "app.kubernetes.io/name=lockwarden")
+	if len(managers) != 1 || !podReady(&managers[0]) {
+		t.Fatalf("%d manager pods after make deploy, want 1 Ready\n%s", len(managers), describeNS(ctx, n, managerNS))
+	}
+	t.Logf("make deploy of %s to 1 Ready manager: %v", installOverlay, time.Since(start).Round(time.Millisecond))
+	if _, err := os.Stat(filepath.Join(dir, "etcd", "member", "wal")); err != nil {
+		t.Errorf("the embedded etcd's WAL is not on the PersistentVolume: %v", err)
+	}
+}
+
+// makePV makes a hostPath PersistentVolume bound to the manager's claim, on a fresh folder
+// owned by the manager's uid, and returns the folder.
+func makePV(ctx context.Context, t *testing.T, n *node, pvName string) string {
 	t.Helper()
 	dir := filepath.Join(n.dir, pvName)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -127,18 +201,7 @@ func deployEmbedded(ctx context.Context, t *testing.T, n *node, pvName string) {
 	if _, err := n.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create PersistentVolume %s: %v", pvName, err)
 	}
-	start := time.Now()
-	if out, err := makeIn(n, "deploy", "DEPLOY_DIR="+installOverlay); err != nil {
-		t.Fatalf("make deploy DEPLOY_DIR=%s: %v\n%s\n%s", installOverlay, err, out, describeNS(ctx, n, managerNS))
-	}
-	managers := podsOf(t, n, managerNS, "app.kubernetes.io/name=lockwarden")
-	if len(managers) != 1 || !podReady(&managers[0]) {
-		t.Fatalf("%d manager pods after make deploy, want 1 Ready\n%s", len(managers), describeNS(ctx, n, managerNS))
-	}
-	t.Logf("make deploy of %s to 1 Ready manager: %v", installOverlay, time.Since(start).Round(time.Millisecond))
-	if _, err := os.Stat(filepath.Join(dir, "etcd", "member", "wal")); err != nil {
-		t.Errorf("the embedded etcd's WAL is not on the PersistentVolume: %v", err)
-	}
+	return dir
 }
 
 // grantToRealPod runs two pause pods under a DistributedLock and returns it once the
