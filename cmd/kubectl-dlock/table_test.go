@@ -141,7 +141,9 @@ func TestUnfinalizeOutcome(t *testing.T) {
 	}{
 		{"no finalizer", testLock(nil), false, "no lockwarden.io/release finalizer: nothing to do"},
 		{"deleted, held", testLock(func(l *lockv1.DistributedLock) { l.DeletionTimestamp = &deleting }), true,
-			"finalizer removed; the lock was being deleted and is gone now; its term was not ended: web-0 (token 42) may still act until the grant expires"},
+			"finalizer removed; the lock was being deleted and is gone now; its term was not ended: web-0 (token 42) stops leading at its next read of the lock"},
+		{"kept, held", testLock(nil), true,
+			"finalizer removed; deleting the lock now takes effect at once; its term was not ended: web-0 (token 42) leads while the lock names it (delete the lock to end that)"},
 		{"kept, no holder", testLock(func(l *lockv1.DistributedLock) { l.Status = lockv1.DistributedLockStatus{} }), true,
 			"finalizer removed; deleting the lock now takes effect at once"},
 	} {

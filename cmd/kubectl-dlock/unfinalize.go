@@ -142,8 +142,12 @@ func unfinalizeOutcome(l *lockv1.DistributedLock, dropped bool) string {
 	default:
 		s = "finalizer removed; deleting the lock now takes effect at once"
 	}
-	if st := &l.Status; st.HolderUID != "" {
-		s += fmt.Sprintf("; its term was not ended: %s (token %d) may still act until the grant expires", st.Holder, st.FencingToken)
+	switch st := &l.Status; {
+	case st.HolderUID == "":
+	case l.DeletionTimestamp != nil:
+		s += fmt.Sprintf("; its term was not ended: %s (token %d) stops leading at its next read of the lock", st.Holder, st.FencingToken)
+	default:
+		s += fmt.Sprintf("; its term was not ended: %s (token %d) leads while the lock names it (delete the lock to end that)", st.Holder, st.FencingToken)
 	}
 	return s
 }

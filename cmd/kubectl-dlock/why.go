@@ -108,7 +108,7 @@ func writeWhy(w io.Writer, l *lockv1.DistributedLock, ex controllers.Explanation
 		fmt.Fprintf(w, "holder %s (UID %s) no longer exists: the controller ends its term (HolderGone).\n", st.Holder, st.HolderUID)
 	}
 	if l.DeletionTimestamp != nil {
-		fmt.Fprintln(w, "the lock is being deleted: its term ends and nothing more is granted.")
+		fmt.Fprintln(w, "the lock is being deleted: the manager ends its term (Releasing, then the lock delay) and grants nothing more.")
 	} else {
 		fmt.Fprintln(w, "next: "+ex.Summary)
 	}
