@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, bin := range []string{"lockwarden", "fenced-worker", "kubectl", "etcd", "kube-apiserver"} {
+	for _, bin := range []string{"lockwarden", "fenced-worker", "lockwarden-agent", "kubectl", "etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(root, "bin", bin)); err != nil {
 			return fmt.Errorf("bin/%s not found: run `make run` (it builds everything the playground needs)", bin)
 		}

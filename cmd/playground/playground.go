@@ -44,8 +44,11 @@ type playground struct {
 	manager   *proc
 	ledger    *proc
 	ledgerAt  string
-	workers   map[string]*proc       // by pod name; not changed once the deletions run
-	pods      map[string]*corev1.Pod // by pod name
+	// the shell workers' ledger (shell.go)
+	shellLedger   *proc
+	shellLedgerAt string
+	workers       map[string]*proc       // by pod name; not changed once the deletions run
+	pods          map[string]*corev1.Pod // by pod name
 
 	// metricsAt and probesAt are the manager's /metrics and /healthz, /readyz addresses.
 	metricsAt, probesAt string
@@ -126,9 +129,14 @@ func (p *playground) start(ctx context.Context) error {
 	p.say("creating candidate pods; no kubelet runs here, so the playground sets their status as a kubelet would ...")
 	p.workers, p.pods = map[string]*proc{}, map[string]*corev1.Pod{}
 	for _, name := range []string{"reports-0", "reports-1"} {
-		if _, err := p.kubelet.CreateReadyPod(ctx, name, map[string]string{"app": "reports"}); err != nil {
+		pod, err := p.kubelet.CreateReadyPod(ctx, name, map[string]string{"app": "reports"})
+		if err != nil {
 			return err
 		}
+		p.pods[name] = pod
+	}
+	if err := p.startShellWorkers(); err != nil {
+		return err
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("payments-%d", i)
@@ -158,6 +166,9 @@ func (p *playground) start(ctx context.Context) error {
 // demo waits for a holder that writes, then ends it gracefully and shows the failover and
 // the ledger refusing the old token.
 func (p *playground) demo(ctx context.Context) error {
+	if err := p.shellDemo(ctx); err != nil {
+		return err
+	}
 	first, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a holder", func(l *lockv1.DistributedLock) bool {
 		return l.Status.Phase == lockv1.PhaseHeld
 	})
@@ -277,6 +288,9 @@ func (p *playground) close() {
 	}
 	if p.ledger != nil {
 		p.ledger.stop(5 * time.Second)
+	}
+	if p.shellLedger != nil {
+		p.shellLedger.stop(5 * time.Second)
 	}
 	if p.manager != nil {
 		p.manager.stop(10 * time.Second)
