@@ -8,7 +8,9 @@ COPY api/ api/
 COPY controllers/ controllers/
 COPY pkg/ pkg/
 COPY cmd/lockwarden/ cmd/lockwarden/
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/lockwarden ./cmd/lockwarden
+# lockwarden --version; make docker-build passes VERSION (git describe), as make image does
+ARG VERSION=dev
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/lockwarden ./cmd/lockwarden
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/lockwarden /lockwarden

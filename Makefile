@@ -110,7 +110,7 @@ bench-lease: ## pkg/lease vs etcd's concurrency.Mutex on one embedded etcd with 
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 ##@ Install (the cluster of the current kubeconfig; docs/install.md)
 
