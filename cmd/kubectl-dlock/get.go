@@ -24,8 +24,10 @@ func newGetCommand(o *options) *cobra.Command {
 WAIT-LEFT is shown while a term is Releasing: max(lockDelaySeconds, termLeaseSeconds) minus
 the time since the Held condition turned False, by this machine's clock. It is an estimate
 from status: the controller counts the wait from the acknowledgement of its Releasing write
-on its own clock (and a controller that takes over starts a full wait again), so the next
-grant comes no sooner than this, and possibly later. "due" means the estimate has run out.`,
+on its own clock (and a controller that takes over starts a full wait again), so it waits at
+least this long, possibly longer. "due" means the estimate has run out. Proof that the holder
+stopped ends the wait at once: its own confirmation (` + lockv1.AnnotationHolderRelease + `) or
+its attested termination (every container reported terminated).`,
 		Example: `  kubectl dlock get
   kubectl dlock get -A
   kubectl dlock get payments-leader -n shop`,

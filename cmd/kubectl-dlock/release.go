@@ -24,9 +24,10 @@ func newReleaseCommand(o *options) *cobra.Command {
 The controller then moves the lock to Releasing (the holder must stop), waits the full lock
 delay, max(lockDelaySeconds, termLeaseSeconds), counted from its Releasing write, and grants
 the next eligible candidate; it records the reason in status.history and emits an Event. An
-operator's request never shortens the wait; only the holder pod's own confirmation that its
-work stopped (` + lockv1.AnnotationHolderRelease + `) does. The token is read from status; the patch carries the lock's resourceVersion, so a
-term that changed in between is read again, never released by mistake.
+operator's request never shortens the wait; only proof that the holder stopped does: its own
+confirmation (` + lockv1.AnnotationHolderRelease + `) or its attested termination (every container
+reported terminated). The token is read from status; the patch carries the lock's
+resourceVersion, so a term that changed in between is read again, never released by mistake.
 
 It refuses (exit code 3) when the lock has no holder or its term is already Releasing.
 It needs patch on distributedlocks.lockwarden.io.`,
@@ -108,6 +109,6 @@ func writeReleasePlan(w io.Writer, l *lockv1.DistributedLock, p releasePlan, rea
 	}
 	fmt.Fprintf(w, "lock %s/%s: release of the term of %s (token %d) %s, reason %q.\n", l.Namespace, l.Name, p.holder, p.token, verb, reason)
 	fmt.Fprintf(w, "The controller moves the lock to Releasing (%s must stop) and waits the full lock delay of %d s from that write before it grants the next eligible candidate;\n", p.holder, p.wait)
-	fmt.Fprintf(w, "only %s's own confirmation that its work stopped (%s) ends the wait sooner.\n", p.holder, lockv1.AnnotationHolderRelease)
+	fmt.Fprintf(w, "only proof that %s stopped (its own %s, or every container reported terminated) ends the wait sooner.\n", p.holder, lockv1.AnnotationHolderRelease)
 	fmt.Fprintf(w, "Follow it with: kubectl dlock get %s -n %s\n", l.Name, l.Namespace)
 }
