@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
+	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
 // execArgs is exec mode with grace 1s, no probe server, and this test binary as the child.
@@ -147,4 +151,46 @@ func TestExecChildExitEndsAgent(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return w.allDead(2) },
 		func() string { return fmt.Sprintf("child or grandchild left: %+v", w.lifetimes()) })
 	checkWithinValidity(t, f, a, w)
+}
+
+// TestExecRefusesTermShorterThanTwiceGrace: with --grace 3s a term of L = 6 s (4.5 s of
+// validity) is refused: the child never starts and /readyz fails, naming --grace, while the
+// pod holds the lock.
+func TestExecRefusesTermShorterThanTwiceGrace(t *testing.T) {
+	f := newFixture(t)
+	p := f.pod("worker-0")
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	self, err := osExecutable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.startAgent(p, []string{"exec", "--grace", "3s", "--probe-address", probe, "--", self})
+	var body string
+	eventually(t, 30*time.Second, func() bool {
+		var status int
+		status, body = httpGet("http://" + probe + "/readyz")
+		return status == http.StatusServiceUnavailable && strings.Contains(body, "--grace 3s")
+	}, func() string { return fmt.Sprintf("/readyz = %q, want 503 naming --grace; log:\n%s", body, a.out) })
+	t.Logf("/readyz: %s", strings.TrimSpace(body))
+	if l := f.get(); string(l.Status.HolderUID) != a.uid {
+		t.Errorf("holder %s, want worker-0 (the refusal is of a term this pod was granted)", l.Status.Holder)
+	}
+	if rs := a.records(); len(rs) != 0 {
+		t.Errorf("child records %+v, want none: the term is refused", rs)
+	}
+}
+
+// httpGet returns the status and body of a GET of url (0 on error).
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
