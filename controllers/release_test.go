@@ -254,7 +254,7 @@ func TestElectorShutdownHandsOverWithoutDelay(t *testing.T) {
 		t.Fatalf("pod token: %v", err)
 	}
 	var workReturned atomic.Bool
-	el, err := leadership.New(leadership.Config{Config: cfg, Namespace: f.ns, Lock: "lock", Identity: a0.UID, Name: a0.Name,
+	el, err := leadership.New(leadership.Config{Config: cfg, Namespace: f.ns, Lock: "lock", Identity: a0.UID, Name: a0.Name, ReleaseOnStop: true,
 		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, _ int64) {
 			<-ctx.Done()
 			workReturned.Store(true)

@@ -30,6 +30,7 @@ type runner struct {
 	cbs      Callbacks
 	stopDone func() // reports that a term's stop callbacks returned
 	send     func(*releaseJob)
+	skip     func(*releaseJob)
 
 	mu     sync.Mutex
 	queue  []task
@@ -109,13 +110,18 @@ func (r *runner) run() {
 			if r.cbs.OnStartedLeading != nil {
 				r.cbs.OnStartedLeading(t.term.ctx, t.term.token)
 			}
+			t.term.ranToEnd = t.term.ctx.Err() != nil
 		case taskStop:
 			if t.term.started && r.cbs.OnStoppedLeading != nil {
 				r.cbs.OnStoppedLeading()
 			}
 			r.stopDone()
-			if t.release != nil {
-				r.send(t.release) // after the work stopped: OnStartedLeading returned
+			switch j := t.release; {
+			case j == nil:
+			case j.auto && t.term.started && !t.term.ranToEnd:
+				r.skip(j) // it returned while the term lasted: its work may go on elsewhere
+			default:
+				r.send(j) // after the work stopped: OnStartedLeading returned
 			}
 		case taskRelease:
 			r.send(t.release)

@@ -65,15 +65,20 @@ type Config struct {
 	// Zero means DefaultStopBudget. Must not be negative.
 	StopBudget time.Duration
 
-	// DisableRelease stops the elector from confirming the end of its terms by itself. By
-	// default (false), when a term ends while the newest accepted observation still names this
+	// ReleaseOnStop makes the elector confirm the end of its terms by itself (default false).
+	// Set it only when OnStartedLeading does the term's work and returns once that work has
+	// stopped. Then, when a term ends while the newest accepted observation still names this
 	// pod with that token, Held or Releasing (the controller began ending it, or Run's context
 	// ended), the elector waits until OnStartedLeading has returned and OnStoppedLeading has
 	// run, then sends the release (see Release): the controller grants the next candidate at
-	// once instead of after the lock delay. A term that ends because its deadline passed, or
-	// because another holder, token or no lock was seen, is never released. Release itself
-	// works either way.
-	DisableRelease bool
+	// once instead of after the lock delay. It is never sent for a term whose
+	// OnStartedLeading returned before the term ended (its work may go on elsewhere: a
+	// callback that only starts work), nor for a term that ended because its deadline passed
+	// or another holder, token or no lock was seen. It is off by default because the
+	// Callbacks contract lets OnStartedLeading return at once while work continues, and a
+	// release is a promise that nothing acts under the token any more. Release works either
+	// way.
+	ReleaseOnStop bool
 
 	// ReleaseTimeout bounds each release request. Zero means DefaultReleaseTimeout. Run's
 	// return waits for a release due at shutdown for at most this long. Must not be negative.

@@ -40,16 +40,17 @@
 //     the lock.
 //   - Run owns every goroutine it starts (reads, watch, callbacks) and returns after all have
 //     ended.
-//   - Holder-confirmed release: when a term ends while the lock still names this pod with that
-//     token (the controller's Releasing, Run's context ending) or when Release is called, the
+//   - Holder-confirmed release: when Release is called, or (with Config.ReleaseOnStop) when a
+//     term ends while the lock still names this pod with that token (the controller's
+//     Releasing, Run's context ending) and its OnStartedLeading ran until the term ended, the
 //     elector waits until OnStartedLeading has returned and OnStoppedLeading has run, then
 //     patches the annotation lockwarden.io/holder-release = "<Identity>/<token>". The
 //     controller takes it as proof that the work stopped and grants the next candidate at once,
 //     without the lock delay. The API server admits it only from the pod's own bound
 //     service-account token, naming the current term (config/policy). A released token is not
 //     led again. A failed release is logged (and returned by Release), never retried; the
-//     term then ends after the lock delay. Config.DisableRelease turns the automatic release
-//     off; a term whose deadline passed is never released automatically.
+//     term then ends after the lock delay. A term whose deadline passed is never released
+//     automatically.
 //
 // # Guarantees
 //

@@ -91,7 +91,7 @@ func New(cfg Config) (*Elector, error) {
 // nil once ctx has ended and every goroutine it started has returned, including the callbacks
 // (OnStartedLeading returned and OnStoppedLeading ran for a term open at that moment). It
 // returns ErrAlreadyRan at once when called a second time. A release due when ctx ends (see
-// Config.DisableRelease) is sent before Run returns, within Config.ReleaseTimeout.
+// Config.ReleaseOnStop) is sent before Run returns, within Config.ReleaseTimeout.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
@@ -114,6 +114,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	// A release due at shutdown is sent after Run's context ended: bounded by ReleaseTimeout.
 	relCtx := context.WithoutCancel(ctx)
 	cb.send = func(j *releaseJob) { j.finish(e.sendRelease(relCtx, j.token)) }
+	cb.skip = e.skipRelease
 	var wg sync.WaitGroup
 	wg.Go(func() { e.readLoop(ctx, readNow, observations) })
 	wg.Go(func() { e.watchLoop(ctx, observations) })

@@ -30,6 +30,8 @@ func Example() {
 		Config:    cfg,
 		Namespace: "shop",
 		Lock:      "payments-leader",
+		// OnStartedLeading below works for the whole term and returns once it stopped.
+		ReleaseOnStop: true,
 		// Identity and Name default to $POD_UID and $POD_NAME.
 		Callbacks: leadership.Callbacks{
 			OnStartedLeading: func(ctx context.Context, token int64) {

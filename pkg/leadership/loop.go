@@ -15,8 +15,10 @@ type term struct {
 	token  int64
 	ctx    context.Context // OnStartedLeading's; cancelled when the term ends
 	cancel context.CancelFunc
-	// started is set by the callback runner when it calls OnStartedLeading.
-	started bool
+	// started is set by the callback runner when it calls OnStartedLeading; ranToEnd when
+	// it returned after ctx was cancelled (it ran for the whole term). Only the runner uses
+	// them.
+	started, ranToEnd bool
 }
 
 // holderKey identifies a grant for OnNewHolder.

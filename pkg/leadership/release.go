@@ -30,6 +30,9 @@ var (
 type releaseJob struct {
 	token int64
 	done  chan<- error // capacity 1, or nil when nobody waits (an automatic release)
+	// auto: sent by Config.ReleaseOnStop, only if the term's OnStartedLeading ran until the
+	// term ended (or never ran); Release's own jobs are sent regardless.
+	auto bool
 }
 
 // view is what the newest accepted observation says about the holder.
@@ -93,15 +96,15 @@ func (l *loop) release(done chan<- error) {
 	}
 }
 
-// autoRelease is the release to send for a term of token that ends now, or nil: only when
-// releases are enabled, the newest observation still names this pod with that token, and the
+// autoRelease is the release to send for a term of token that ends now, or nil: only with
+// Config.ReleaseOnStop, the newest observation still names this pod with that token, and the
 // end is one the pod may confirm (not a passed deadline: the pod may lead again when a read
 // confirms the term).
 func (l *loop) autoRelease(token int64) *releaseJob {
-	if l.e.cfg.DisableRelease || !l.view.names(l.e.cfg.Identity, token) {
+	if !l.e.cfg.ReleaseOnStop || !l.view.names(l.e.cfg.Identity, token) {
 		return nil
 	}
-	return &releaseJob{token: token}
+	return &releaseJob{token: token, auto: true}
 }
 
 // sendRelease patches the holder-release annotation for token; run by the callback runner.
@@ -130,6 +133,14 @@ func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 	}
 	log.Info("released", "token", token)
 	return nil
+}
+
+// skip drops an automatic release the runner may not send (the term's OnStartedLeading
+// returned before the term ended): the loop may lead the token again.
+func (e *Elector) skipRelease(j *releaseJob) {
+	e.released.CompareAndSwap(j.token, 0)
+	e.log().Info("release not sent: OnStartedLeading returned before the term ended, so its work may go on", "token", j.token)
+	j.finish(nil)
 }
 
 // finish reports the outcome to the waiting Release call, if any.

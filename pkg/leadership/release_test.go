@@ -120,8 +120,9 @@ func TestElectorRelease(t *testing.T) {
 			waitPolicy(t, key)
 			setStatus(t, key, held(pod.Name, pod.UID, 40, 6))
 			w := &slowWorker{t: t, key: key, stopTakes: 300 * time.Millisecond}
+			// Release works without ReleaseOnStop; the other two are ReleaseOnStop's.
 			el, err := leadership.New(leadership.Config{Config: podCfg, Namespace: ns, Lock: key.Name, Identity: pod.UID, Name: pod.Name,
-				Callbacks: leadership.Callbacks{OnStartedLeading: w.run}})
+				ReleaseOnStop: how != "Release", Callbacks: leadership.Callbacks{OnStartedLeading: w.run}})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -180,7 +181,8 @@ func TestElectorRelease(t *testing.T) {
 
 // TestElectorReleaseRefused: a release the API server refuses (here: sent with an
 // administrator's credentials, which name no pod) is returned by Release with the policy's
-// message, and the pod may lead that term again; DisableRelease sends nothing at shutdown.
+// message, and the pod may lead that term again; without ReleaseOnStop nothing is sent at
+// shutdown.
 func TestElectorReleaseRefused(t *testing.T) {
 	ns := namespace(t)
 	key := createLock(t, ns, "leader", 6)
@@ -188,7 +190,7 @@ func TestElectorReleaseRefused(t *testing.T) {
 	waitPolicy(t, key)
 	before := releaseOf(t, key)
 	setStatus(t, key, held("worker-x", "uid-x", 41, 6))
-	el, err := leadership.New(leadership.Config{Config: env.Config, Namespace: ns, Lock: key.Name, Identity: "uid-x", DisableRelease: true})
+	el, err := leadership.New(leadership.Config{Config: env.Config, Namespace: ns, Lock: key.Name, Identity: "uid-x"})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -211,9 +213,39 @@ func TestElectorReleaseRefused(t *testing.T) {
 		t.Errorf("Run = %v, want nil", err)
 	}
 	if got := releaseOf(t, key); got != before {
-		t.Errorf("with DisableRelease, after Run: annotation %q, want %q (nothing sent)", got, before)
+		t.Errorf("without ReleaseOnStop, after Run: annotation %q, want %q (nothing sent)", got, before)
 	}
 	if err := el.Release(t.Context()); !errors.Is(err, leadership.ErrNotRunning) {
 		t.Errorf("Release after Run = %v, want ErrNotRunning", err)
+	}
+}
+
+// TestReleaseOnStopNeedsWorkThatRanTheTerm: with ReleaseOnStop, a term whose OnStartedLeading
+// returned while the term lasted (it only started work that may go on elsewhere, as a
+// sidecar's token file does) is not released when Run stops, although the API server would
+// admit the release.
+func TestReleaseOnStopNeedsWorkThatRanTheTerm(t *testing.T) {
+	ns := namespace(t)
+	key := createLock(t, ns, "leader", 6)
+	pod, podCfg := podIdentity(t, ns)
+	waitPolicy(t, key)
+	before := releaseOf(t, key)
+	setStatus(t, key, held(pod.Name, pod.UID, 42, 6))
+	var returned atomic.Bool
+	el, err := leadership.New(leadership.Config{Config: podCfg, Namespace: ns, Lock: key.Name, Identity: pod.UID, ReleaseOnStop: true,
+		Callbacks: leadership.Callbacks{OnStartedLeading: func(context.Context, int64) { returned.Store(true) }}})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	eventually(t, 10*time.Second, func() bool { return el.Valid() && returned.Load() }, func() string { return "never led token 42" })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if got := releaseOf(t, key); got != before {
+		t.Errorf("after Run: annotation %q, want %q: a term whose work may go on was released", got, before)
 	}
 }
