@@ -90,42 +90,6 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	return l, o, nil
 }
 
-// runAcquire sends the acquire script and, with WaitReplicas, a WAIT in the
-// same pipeline. err is the script's own error; the WAIT's outcome (acked,
-// waitErr) is reported apart, since the script may have granted even when
-// the WAIT failed (an ACL that denies WAIT, a reply lost after the script's).
-func (c *Client) runAcquire(ctx context.Context, ks []string, args ...any) (res []any, acked int64, waitErr, err error) {
-	if c.cfg.WaitReplicas == 0 {
-		res, err = acquireScript.Run(ctx, c.rdb, ks, args...).Slice()
-		return res, 0, nil, err
-	}
-	pipe := c.rdb.Pipeline()
-	cmd := acquireScript.Eval(ctx, pipe, ks, args...)
-	wait := pipe.Do(ctx, "WAIT", c.cfg.WaitReplicas, c.cfg.WaitTimeout.Milliseconds())
-	_, _ = pipe.Exec(ctx) // its error is the first command's; each is read below
-	if res, err = cmd.Slice(); err != nil {
-		return nil, 0, nil, err
-	}
-	acked, waitErr = wait.Int64()
-	return res, acked, waitErr, nil
-}
-
-// replicated decides whether an acquire's WAIT confirmed its grant: nil when
-// no replicas are wanted or at least want acknowledged it; otherwise an
-// ErrNotReplicated saying why (the WAIT's own error, or how many
-// acknowledged within timeout).
-func replicated(want int, acked int64, waitErr error, timeout time.Duration) error {
-	switch {
-	case want <= 0:
-		return nil
-	case waitErr != nil:
-		return fmt.Errorf("%w: wait for %d replicas: %w", ErrNotReplicated, want, waitErr)
-	case acked < int64(want):
-		return fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, acked, want, timeout)
-	}
-	return nil
-}
-
 // undoneError is the error of an acquire whose script ran and whose grant
 // (if it made one) grab deleted again by nonce: the caller holds nothing,
 // and the outcome is definite (ambiguous is false).

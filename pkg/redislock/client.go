@@ -35,13 +35,20 @@ type Client struct {
 // New returns a Client on rdb with cfg (see Config for defaults). It writes
 // nothing and starts no goroutine; a nil rdb (also a nil *redis.Client,
 // *redis.ClusterClient or *redis.Ring in the interface) or an invalid cfg is
-// an ErrInvalid.
+// an ErrInvalid, and so is a WaitTimeout (with WaitReplicas) not below the
+// ReadTimeout of a *redis.ClusterClient or *redis.Ring, which read the WAIT
+// in a pipeline.
 func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if isNil(rdb) {
 		return nil, fmt.Errorf("new client: %w: redis client is nil (%T)", ErrInvalid, rdb)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
+	}
+	if read, ok := pipelineReadTimeout(rdb); ok {
+		if err := checkWaitTimeout(cfg.withDefaults(), read); err != nil {
+			return nil, fmt.Errorf("new client: %w", err)
+		}
 	}
 	return &Client{
 		rdb: rdb, cfg: cfg.withDefaults(), id: newNonce()[:16],

@@ -42,14 +42,18 @@ type Config struct {
 	// be retried before validity ends.
 	RenewInterval time.Duration
 	// CallTimeout is the deadline of each renewal (never past the lock's
-	// validity) and of each step of a blocking Acquire (default TTL/4, below
-	// RenewInterval).
+	// validity) and of each step of a blocking Acquire, plus WaitTimeout
+	// with WaitReplicas (default TTL/4, below RenewInterval).
 	CallTimeout time.Duration
-	// WaitReplicas, when positive, makes every acquire wait (Redis WAIT) until
+	// WaitReplicas, when positive, makes every grant wait (Redis WAIT) until
 	// that many replicas have the lock key and its token, or release it and
 	// fail with ErrNotReplicated (default 0: no wait).
 	WaitReplicas int
-	// WaitTimeout bounds the WAIT (default TTL/4).
+	// WaitTimeout bounds the WAIT (default TTL/4). On a *redis.Client the
+	// WAIT is a command of its own on the connection that ran the acquire
+	// script, read with WaitTimeout + 10 s like go-redis's Wait; a
+	// *redis.ClusterClient or *redis.Ring sends it in a pipeline read with
+	// its ReadTimeout, so New requires WaitTimeout below that ReadTimeout.
 	WaitTimeout time.Duration
 }
 

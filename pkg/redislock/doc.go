@@ -84,9 +84,15 @@
 //     grant. It costs one more round trip to the replicas per acquire (and,
 //     when a replica is down, WaitTimeout per acquire), it does not cover
 //     renewals, and WAIT is not a consensus: a failover can still pick a
-//     replica that did not acknowledge. On Redis Cluster WAIT is sent in a
-//     pipeline without a key and may reach another node: use it with a
-//     single primary or Sentinel.
+//     replica that did not acknowledge. On a *redis.Client (single primary,
+//     Sentinel) WAIT runs after a grant, as its own command on the
+//     connection that ran the script, read with WaitTimeout + 10 s; a WAIT
+//     that fails or is cut by a deadline undoes the grant and fails with
+//     ErrNotReplicated (a blocking Acquire's step deadline is CallTimeout +
+//     WaitTimeout). On a Cluster or Ring client it goes in a pipeline read
+//     with the client's ReadTimeout (New requires WaitTimeout below it)
+//     and, without a key, may reach another node: use WAIT with a single
+//     primary or Sentinel.
 //   - Server clock. Redis stores a key's expiry as an absolute Unix time and
 //     compares it with the server's wall clock. A server whose clock jumps
 //     forward, or runs fast by more than the margin over one TTL, can expire

@@ -38,7 +38,7 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 		}
 	}()
 	for {
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 		l, o, err := c.grab(cctx, key, holder, nonce, id)
 		cancel()
 		if l != nil {
