@@ -16,7 +16,7 @@ const (
 	groupPoll = 5 * time.Millisecond
 	// killLead is how long before ValidUntil SIGKILL goes out at the latest, so that the kernel
 	// has ended the group by ValidUntil.
-	killLead = 100 * time.Millisecond
+	killLead = 250 * time.Millisecond
 )
 
 // child is cmd running in a process group of its own (its PID is the group's ID).
@@ -90,16 +90,21 @@ func (c *child) gone() bool {
 }
 
 // stop sends SIGTERM to the group, and SIGKILL at killAt if any member is left then; it
-// returns once the child is reaped and its group is empty, or (for members it cannot reap
-// or kill, such as a process stuck in the kernel) at killAt + a second.
-func (c *child) stop(killAt time.Time) error {
+// returns only once the child is reaped and its group is empty, sending SIGKILL again every
+// second, and calls stuck once when members are left a second after the first SIGKILL (a
+// process in uninterruptible sleep dies when it leaves it). Returning means nothing of the
+// group runs any more, which is what a release promises.
+func (c *child) stop(killAt time.Time, stuck func(error)) error {
 	err := c.signal(syscall.SIGTERM)
 	if c.waitGone(killAt) {
 		return err
 	}
 	err = errors.Join(err, c.signal(syscall.SIGKILL))
-	if !c.waitGone(time.Now().Add(time.Second)) {
-		err = errors.Join(err, fmt.Errorf("process group %d: members left a second after SIGKILL", c.pgid))
+	for warned := false; !c.waitGone(time.Now().Add(time.Second)); warned = true {
+		if !warned {
+			stuck(fmt.Errorf("process group %d: members left a second after SIGKILL", c.pgid))
+		}
+		_ = c.signal(syscall.SIGKILL)
 	}
 	return err
 }

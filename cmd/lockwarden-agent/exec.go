@@ -103,9 +103,11 @@ func (s *supervisor) stop(c *child, token int64, reason string, validUntil time.
 	now := time.Now()
 	killAt := killTime(now, validUntil, s.o.grace)
 	s.log.Info("stopping child", "pid", c.pid(), "token", token, "reason", reason, "killIn", killAt.Sub(now).Round(time.Millisecond))
-	if err := c.stop(killAt); err != nil {
-		s.log.Info("child did not stop cleanly", "pid", c.pid(), "error", err.Error())
-		return
+	stuck := func(err error) {
+		s.log.Info("child's group still has members: waiting for them (readiness fails past the stop budget)", "pid", c.pid(), "error", err.Error())
+	}
+	if err := c.stop(killAt, stuck); err != nil {
+		s.log.Info("signal child", "pid", c.pid(), "error", err.Error())
 	}
 	s.log.Info("child stopped", "pid", c.pid(), "token", token, "after", time.Since(now).Round(time.Millisecond))
 }
@@ -149,7 +151,7 @@ func runExec(ctx context.Context, o execOptions, environ []string, stdout, stder
 				cancel()
 			})
 		}}
-	el, err := newElector(o.common, o.grace+stopSlack, log, leadership.Callbacks{
+	el, err := newElector(o.common, o.grace+stopSlack, o.releaseOnStop, log, leadership.Callbacks{
 		OnStartedLeading: s.lead,
 		OnNewHolder: func(holder string, token int64) {
 			log.Info("holder", "holder", holder, "token", token)

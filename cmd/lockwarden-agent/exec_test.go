@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
@@ -193,4 +194,52 @@ func httpGet(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestExecReleaseOnStop: with --release-on-stop, an agent told to stop (a pod deletion's
+// SIGTERM) stops its child, then releases the lock: the controller ends the term as
+// HolderReleased and grants the other pod without the lock delay; its child starts only after
+// the first one is dead.
+func TestExecReleaseOnStop(t *testing.T) {
+	f := newFixture(t)
+	p0 := f.pod("worker-0")
+	p1 := f.pod("worker-1")
+	self, err := osExecutable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"exec", "--grace", "1s", "--probe-address", "0", "--release-on-stop", "--", self}
+	a0 := f.startAgent(p0, args)
+	w0 := watch(t, a0)
+	eventually(t, 30*time.Second, func() bool { return len(a0.started("start")) == 1 },
+		func() string { return fmt.Sprintf("worker-0's child not started; log:\n%s", a0.out) })
+	a1 := f.startAgent(p1, args)
+	w1 := watch(t, a1)
+	a0.cancel()
+	if code := a0.wait(t, 10*time.Second); code != exitOK {
+		t.Errorf("worker-0's agent exited %d, want %d", code, exitOK)
+	}
+	eventually(t, 30*time.Second, func() bool { return len(a1.started("start")) == 1 },
+		func() string { return fmt.Sprintf("worker-1's child not started; log:\n%s", a1.out) })
+	first, next := w0.lifetimes(), a1.started("start")[0]
+	if len(first) != 1 || first[0].dead == 0 || first[0].dead >= next.at {
+		t.Fatalf("worker-0's child %+v not seen dead before worker-1's child started at %d", first, next.at)
+	}
+	l := f.get()
+	released := false
+	for _, h := range l.Status.History {
+		if string(h.HolderUID) == a0.uid && h.Token == first[0].rec.token && h.Reason == lockv1.ReasonHolderReleased {
+			released = true
+		}
+	}
+	if !released {
+		t.Errorf("history %+v: want worker-0's term of token %d ended %s; worker-0's log:\n%s", l.Status.History, first[0].rec.token, lockv1.ReasonHolderReleased, a0.out)
+	}
+	t.Logf("worker-0's child seen dead %v before worker-1's child started (lock delay %ds)",
+		time.Duration(next.at-first[0].dead).Round(time.Millisecond), leaseSeconds)
+	a1.cancel()
+	a1.wait(t, 10*time.Second)
+	eventually(t, 5*time.Second, func() bool { return w1.allDead(1) }, func() string { return "worker-1's child left" })
+	checkWithinValidity(t, f, a0, w0)
+	checkWithinValidity(t, f, a1, w1)
 }

@@ -43,9 +43,10 @@ type common struct {
 // execOptions configure exec mode.
 type execOptions struct {
 	common
-	grace time.Duration
-	probe string   // "0": none
-	argv  []string // cmd and its arguments; argv[0] is resolved by LookPath
+	grace         time.Duration
+	releaseOnStop bool
+	probe         string   // "0": none
+	argv          []string // cmd and its arguments; argv[0] is resolved by LookPath
 }
 
 // sidecarOptions configure sidecar mode.
@@ -89,6 +90,7 @@ func parseExec(args, environ []string, out io.Writer) (execOptions, error) {
 	fs := flagSet("exec", &o.common)
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.probe, "probe-address", defaultProbe, "")
+	fs.BoolVar(&o.releaseOnStop, "release-on-stop", false, "")
 	if err := parse(fs, args, out); err != nil {
 		return o, err
 	}

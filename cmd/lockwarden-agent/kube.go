@@ -40,8 +40,8 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// newElector is the pod's elector for c, with stopBudget and callbacks.
-func newElector(c common, stopBudget time.Duration, log logr.Logger, cbs leadership.Callbacks) (*leadership.Elector, error) {
+// newElector is the pod's elector for c, with stopBudget, release on stop and callbacks.
+func newElector(c common, stopBudget time.Duration, release bool, log logr.Logger, cbs leadership.Callbacks) (*leadership.Elector, error) {
 	cfg, err := restConfig(c.kubeconfig)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func newElector(c common, stopBudget time.Duration, log logr.Logger, cbs leaders
 	el, err := leadership.New(leadership.Config{
 		Config: cfg, Namespace: c.namespace, Lock: c.lock,
 		Identity: types.UID(c.identity), Name: c.name,
-		Margin: c.margin, StopBudget: stopBudget, Log: log, Callbacks: cbs,
+		Margin: c.margin, StopBudget: stopBudget, ReleaseOnStop: release, Log: log, Callbacks: cbs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create elector: %w", err)

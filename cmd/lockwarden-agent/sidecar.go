@@ -192,7 +192,9 @@ func (s *sidecar) callbacks() leadership.Callbacks {
 // runSidecar is sidecar mode: it serves until ctx ends.
 func runSidecar(ctx context.Context, o sidecarOptions, stderr io.Writer) error {
 	s := &sidecar{o: o, log: newLogger(stderr), hub: newHub()}
-	el, err := newElector(o.common, 0, s.log, s.callbacks())
+	// No release on stop: OnStartedLeading returns at once, and the work goes on in
+	// another container the sidecar cannot stop.
+	el, err := newElector(o.common, 0, false, s.log, s.callbacks())
 	if err != nil {
 		return err
 	}

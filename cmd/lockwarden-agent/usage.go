@@ -33,10 +33,14 @@ Common flags:
   --kubeconfig PATH    kubeconfig file (default: in-cluster config, else $KUBECONFIG)
   --margin D           pkg/leadership's margin (default 0: min(max(2s, L/50), L/4))
 exec flags:
-  --grace D            time between SIGTERM and SIGKILL (default 5s; 100ms <= D < 30m); a term
+  --grace D            time between SIGTERM and SIGKILL (default 5s; 250ms <= D < 30m); a term
                        whose validity is not more than twice D is refused: cmd does not run
                        and /readyz fails while that term stands
   --probe-address A    serve /readyz and /healthz on A (default :8081; "0" disables)
+  --release-on-stop    when a term ends while the lock still names this pod (the
+                       controller's Releasing, or the agent told to stop), release it once cmd's
+                       group is gone, so the next pod is granted at once instead of after the
+                       lock delay (needs patch on distributedlocks; see config/policy)
 sidecar flags:
   --listen A           address of /leader, /watch, /readyz, /healthz (default :8080)
   --token-file PATH    the token file (required; its folder must exist)
