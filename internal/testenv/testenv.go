@@ -112,6 +112,9 @@ func Start(opts ...Option) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves the control plane running when a later step (installing the CRDs)
+		// fails: stop it, or its processes outlive the caller
+		_ = env.Stop()
 		e.closeLogs()
 		return nil, fmt.Errorf("start control plane from %s: %w", assets, err)
 	}
