@@ -148,7 +148,8 @@ func (c *Client) releaseByNonce(ctx context.Context, key, nonce string) error {
 	k := newKeys(c.cfg.Prefix, key)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
 	defer cancel()
-	return releaseScript.Run(cctx, c.rdb, []string{k.lock, k.queue}, nonce, k.waiter, k.channel).Err()
+	return releaseScript.Run(cctx, c.rdb, []string{k.lock, k.queue},
+		nonce, k.waiter, k.channel, k.gone+nonce, c.goneMillis(), markDropped).Err()
 }
 
 // Reply states of the acquire script.

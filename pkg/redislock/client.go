@@ -133,6 +133,12 @@ func (c *Client) isClosed() bool {
 // ttlMillis is the TTL as the scripts take it.
 func (c *Client) ttlMillis() string { return strconv.FormatInt(c.cfg.TTL.Milliseconds(), 10) }
 
+// goneMillis is the life of a nonce's tombstone as the scripts take it: TTL
+// + margin, as long as a key of that nonce could live and a Release retries.
+func (c *Client) goneMillis() string {
+	return strconv.FormatInt((c.cfg.TTL + c.cfg.Margin).Milliseconds(), 10)
+}
+
 // ambiguous reports whether err leaves unknown whether a script ran: a
 // timeout, a cancellation, a broken connection or a pool timeout may have
 // lost the reply of a script that did run (or never sent it), and the

@@ -25,8 +25,10 @@ const (
 type Config struct {
 	// Prefix starts every key the package writes (default "lockwarden").
 	// The lock k lives at "<prefix>:{k}:lock", its token counter at
-	// "<prefix>:{k}:token", its queue at "<prefix>:{k}:queue": one hash slot
-	// per lock, so the scripts also run on Redis Cluster.
+	// "<prefix>:{k}:token", its queue at "<prefix>:{k}:queue", tombstones of
+	// ended grants and acquire calls at "<prefix>:{k}:gone:<nonce>" (expiring
+	// after TTL + Margin): one hash slot per lock, so the scripts also run on
+	// Redis Cluster.
 	Prefix string
 	// TTL is each lock key's expiry, renewed by the engine (default 15s,
 	// minimum MinTTL, whole milliseconds).

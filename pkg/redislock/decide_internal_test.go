@@ -176,3 +176,25 @@ func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
 
 var _ redis.Error = replyErr("")
+
+func TestReleased(t *testing.T) {
+	tests := []struct {
+		n        int64
+		maybeRan bool
+		want     bool
+	}{
+		{releaseDeleted, false, true},
+		{releaseDeleted, true, true},
+		{releaseAbsent, false, false},
+		{releaseAbsent, true, true},
+		{releaseOthers, false, false},
+		{releaseOthers, true, false},
+		{releaseEarlier, false, false},
+		{releaseEarlier, true, true},
+	}
+	for _, tt := range tests {
+		if got := released(tt.n, tt.maybeRan); got != tt.want {
+			t.Errorf("released(%d, %v) = %v, want %v", tt.n, tt.maybeRan, got, tt.want)
+		}
+	}
+}

@@ -19,7 +19,10 @@
 // 128-bit nonce per acquire call, so a renewal or release of an ex-holder,
 // however late it arrives, never extends, creates or deletes another grant's
 // key, not even one with a repeated token. A retried release after a lost
-// reply is harmless, and a lost acquire reply is retried (Acquire) or undone
+// reply is harmless: the delete leaves a tombstone for the nonce (TTL +
+// margin), and the retry reports success when the key is gone or the
+// tombstone shows an earlier call deleted it, ErrNotHeld when it finds
+// another grant's key and no tombstone. A lost acquire reply is retried (Acquire) or undone
 // (TryAcquire) by nonce. An acquire that fails after its script granted (a
 // WAIT that failed or was not confirmed, an unreadable reply) deletes that
 // grant by nonce before it returns: an error from TryAcquire or Acquire

@@ -177,15 +177,19 @@ func (l *Lock) startWatchdog(sent instant) {
 // grant, not even a later one of this Client. It retries a call whose reply
 // was lost (within ctx, and no longer than the key can live); a retry that
 // finds the key gone after such a call reports success, since the key is not
-// ours either way. It returns ErrNotHeld if the key was not this grant's when
-// the first answered call ran (it had expired, or was taken). After another
-// error Release may be called again.
+// ours either way. The delete leaves a tombstone for the grant's nonce
+// (TTL + margin), so a retry that finds another grant's key reports success
+// if an earlier call of this Release deleted ours, and ErrNotHeld if none
+// did (the grant expired and was taken). It returns ErrNotHeld if the key was not this grant's when the first
+// answered call ran (it had expired, or was taken). After another error
+// Release may be called again.
 //
 // Release returns when ctx ends, also while its call is stuck in go-redis
 // (a connection without a read deadline): it then returns ctx.Err() wrapped,
 // and the call, which may still run, is left to go-redis in a goroutine the
 // Client counts (Close waits for it within its ctx); a later Release that
-// finds the key gone reports success.
+// finds the key gone reports success, one that finds another grant's key
+// ErrNotHeld.
 func (l *Lock) Release(ctx context.Context) error {
 	l.lose(ErrReleased)
 	// The watchdog sees Done closed and returns on its own; Close joins it.
@@ -207,7 +211,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		switch {
 		case !answered:
 			return fmt.Errorf("release %s: %w", l.key, ctx.Err())
-		case err == nil && (n == 1 || maybe):
+		case err == nil && released(n, maybe):
 			return nil
 		case err == nil:
 			return fmt.Errorf("release %s: %w: token %d", l.key, ErrNotHeld, l.token)
@@ -237,13 +241,22 @@ func (l *Lock) releaseOnce(ctx context.Context) (n int64, answered bool, err err
 		defer cancel()
 		var err error
 		got, err = releaseScript.Run(cctx, l.c.rdb, []string{l.k.lock, l.k.queue},
-			l.nonce, l.k.waiter, l.k.channel).Int64()
+			l.nonce, l.k.waiter, l.k.channel, l.k.gone+l.nonce, l.c.goneMillis(), markReleased).Int64()
 		return err
 	})
 	if !answered {
 		return 0, false, nil
 	}
 	return got, true, err
+}
+
+// released decides whether a release script reply n means this grant's
+// key is gone: deleted now, or, after an earlier attempt that may have run
+// (maybeRan), deleted by it (its tombstone says so) or absent. Another
+// grant's key without that tombstone is never success: no release of ours
+// ran, the grant expired and was taken.
+func released(n int64, maybeRan bool) bool {
+	return n == releaseDeleted || (maybeRan && (n == releaseEarlier || n == releaseAbsent))
 }
 
 // retryDelay is the pause after a failed call before the next one.

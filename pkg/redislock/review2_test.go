@@ -95,11 +95,12 @@ func TestReview2AcquireDelayedRequestLeavesGhostWaiter(t *testing.T) {
 
 // Review 2, finding 3. Release's first call is stuck (Tx blackholed) and
 // its ctx ends: "possibly run". It never reached Redis. The key expires (the
-// watchdog stopped at Release) and B takes it. A second Release finds B's
-// key, not a gone key, and reports success: the doc says it returns
-// ErrNotHeld when the first answered call finds the key not this grant's, and
-// "a later Release that finds the key gone reports success".
-func TestReview2ReleaseMaybeRanThenSuccessWhenKeyIsAnothers(t *testing.T) {
+// watchdog stopped at Release) and B takes it. A second Release used to find
+// B's key and report success, since the release script answered 0 for "no
+// key" and "another grant's key" alike. Required: the script tells them
+// apart, and the second Release reports ErrNotHeld; success after a
+// possibly-run attempt only when the key is gone.
+func TestReview2ReleaseMaybeRanThenNotHeldWhenKeyIsAnothers(t *testing.T) {
 	e := newEnv(t, redistest.Config{})
 	p, viaProxy := e.proxied()
 	cfg := redislock.Config{TTL: time.Second}

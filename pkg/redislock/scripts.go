@@ -75,17 +75,38 @@ return 0
 `)
 
 // releaseScript: KEYS lock, queue; ARGV nonce, liveness prefix, channel
-// prefix. Deletes the key only if its value is this grant's and wakes the
-// next live waiter. Returns 1 or 0.
+// prefix, this nonce's tombstone key, its PX in ms, mark ("r" for Release,
+// "d" for a clean-up delete). Deletes the key only if its value is this
+// grant's, leaves the tombstone (value mark) and wakes the next live waiter.
+// Returns releaseDeleted, releaseEarlier (no longer ours, and a Release of
+// this nonce deleted it), releaseAbsent (no key) or releaseOthers (another
+// grant's key, left alone).
 var releaseScript = redis.NewScript(luaHead + `
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 32) == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  redis.call('SET', ARGV[4], ARGV[6], 'PX', ARGV[5])
   wake(KEYS[2], ARGV[2], ARGV[3])
   return 1
 end
-return 0
+if redis.call('GET', ARGV[4]) == 'r' then return 2 end
+if not v then return 0 end
+return -1
 `)
+
+// Replies of the release script.
+const (
+	releaseOthers  = -1 // the key is another grant's
+	releaseAbsent  = 0  // no key
+	releaseDeleted = 1  // this grant's key, deleted now
+	releaseEarlier = 2  // deleted by an earlier Release of this grant (its tombstone says so)
+)
+
+// Tombstone marks: who deleted a grant's key.
+const (
+	markReleased = "r" // Lock.Release
+	markDropped  = "d" // a clean-up: expiry, an undone or abandoned acquire
+)
 
 // leaveScript: KEYS lock, queue; ARGV waiter ID, liveness prefix, channel
 // prefix. Removes a waiter that gives up and, if the lock is free, wakes the

@@ -48,12 +48,13 @@ type keys struct {
 	queue   string // list of waiter IDs, FIFO
 	waiter  string // prefix of a waiter's liveness key (+ waiter ID), PX TTL
 	channel string // prefix of a client's wake channel (+ client ID)
+	gone    string // prefix of a nonce's tombstone (+ nonce), PX TTL + margin
 }
 
 func newKeys(prefix, key string) keys {
 	base := prefix + ":{" + key + "}"
 	return keys{
 		lock: base + ":lock", token: base + ":token", queue: base + ":queue",
-		waiter: base + ":w:", channel: prefix + ":wake:",
+		waiter: base + ":w:", channel: prefix + ":wake:", gone: base + ":gone:",
 	}
 }
