@@ -108,6 +108,10 @@ bench-quick: build ## Smaller benchmark counts (under 5 minutes, without bench-l
 bench-lease: ## pkg/lease vs etcd's concurrency.Mutex on one embedded etcd with fsync on.
 	go run ./test/bench/lease
 
+.PHONY: bench-release
+bench-release: envtest-bins ## Planned handoff: lockwarden's holder-confirmed release vs client-go's ReleaseOnCancel on one API server, one run (about 2 minutes).
+	go test -count=1 -run '^$$' -bench PlannedHandoff -benchtime 20x ./controllers/ 2>&1 | grep -v leaderelection.go | tee $(BIN)/bench-release.log
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .

@@ -23,7 +23,7 @@ import (
 
 // managerProc is a lockwarden manager process (./bin/lockwarden, built by `make build`).
 type managerProc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	out    bytes.Buffer

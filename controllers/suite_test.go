@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 
 // fixture is one test's namespace, etcd prefix and running controller.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ns     string
 	prefix string
 	cli    *clientv3.Client
@@ -94,7 +94,7 @@ type fixture struct {
 
 // newFixture creates a namespace and starts a controller (manager + election) for it on a
 // fresh etcd prefix.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{t: t, prefix: fmt.Sprintf("/lockwarden-test/%d", seq.Add(1))}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctrl-"}}
@@ -109,7 +109,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func newEtcdClient(t *testing.T) *clientv3.Client {
+func newEtcdClient(t testing.TB) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
