@@ -12,7 +12,9 @@ import (
 // reported as a *HeldError (ErrLocked); a free lock with waiters as
 // ErrLocked. If the reply is lost, a key it may have set is deleted again by
 // value (retried in the background while Redis does not answer, until the
-// key must have expired by itself). If the script granted and a step after
+// key must have expired by itself), and the nonce's tombstone keeps the
+// request, if it was only delayed, from granting when it lands later (up to
+// TTL + margin after the delete). If the script granted and a step after
 // it failed (the WAIT of Config.WaitReplicas, reading the reply), the grant
 // is deleted the same way before the error is returned: an error from
 // TryAcquire never leaves a key held. Bad input is an ErrInvalid and writes
@@ -64,13 +66,16 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	k := newKeys(c.cfg.Prefix, key)
 	sent := now()
 	res, acked, waitErr, err := c.runAcquire(ctx, []string{k.lock, k.token, k.queue},
-		nonce, holder, c.ttlMillis(), waiterID, k.waiter)
+		nonce, holder, c.ttlMillis(), waiterID, k.waiter, k.gone+nonce)
 	if err != nil {
 		return nil, obstacle{}, err
 	}
 	o, err := parseReply(res)
 	if err != nil {
 		return nil, o, c.undo(ctx, key, nonce, err)
+	}
+	if o.state == stateEnded {
+		return nil, o, &undoneError{err: errEnded} // granted nothing
 	}
 	if o.state != stateGranted {
 		return nil, o, nil
@@ -90,73 +95,12 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	return l, o, nil
 }
 
-// undoneError is the error of an acquire whose script ran and whose grant
-// (if it made one) grab deleted again by nonce: the caller holds nothing,
-// and the outcome is definite (ambiguous is false).
-type undoneError struct{ err error }
-
-func (e *undoneError) Error() string { return e.err.Error() }
-func (e *undoneError) Unwrap() error { return e.err }
-
-// undo deletes by nonce a grant that nobody will hold and returns cause as
-// an undoneError.
-func (c *Client) undo(ctx context.Context, key, nonce string, cause error) error {
-	c.dropOrphan(ctx, key, nonce)
-	return &undoneError{err: cause}
-}
-
-// dropOrphan deletes, by value, a key an unanswered acquire may have set.
-// It runs even when ctx has ended (that is when it is needed), each attempt
-// bounded by CallTimeout. If the attempt's answer is lost too, a goroutine of
-// the Client retries every TTL/20 until Redis answers, the key must have
-// expired by itself (TTL + margin), or the Client is closed.
-func (c *Client) dropOrphan(ctx context.Context, key, nonce string) {
-	if !ambiguous(c.releaseByNonce(ctx, key, nonce)) {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return // the key expires after its TTL
-	}
-	giveUp := now().add(c.cfg.TTL + c.cfg.Margin)
-	c.wg.goFunc(func() { c.retryDrop(context.WithoutCancel(ctx), key, nonce, giveUp) })
-}
-
-// retryDrop retries releaseByNonce every TTL/20 until Redis answers, giveUp
-// passes or the Client is closed.
-func (c *Client) retryDrop(ctx context.Context, key, nonce string, giveUp instant) {
-	t := time.NewTimer(c.retryDelay())
-	defer t.Stop()
-	for now() < giveUp {
-		select {
-		case <-c.closing:
-			return
-		case <-t.C:
-		}
-		if !ambiguous(c.releaseByNonce(ctx, key, nonce)) {
-			return
-		}
-		t.Reset(c.retryDelay())
-	}
-}
-
-// releaseByNonce runs the release script once for the grant with nonce. The
-// CallTimeout bounds it only with ContextTimeoutEnabled; otherwise the redis
-// client's ReadTimeout does (go-redis does not watch ctx on the socket).
-func (c *Client) releaseByNonce(ctx context.Context, key, nonce string) error {
-	k := newKeys(c.cfg.Prefix, key)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
-	defer cancel()
-	return releaseScript.Run(cctx, c.rdb, []string{k.lock, k.queue},
-		nonce, k.waiter, k.channel, k.gone+nonce, c.goneMillis(), markDropped).Err()
-}
-
 // Reply states of the acquire script.
 const (
 	stateHeld    = 0 // held by another grant
 	stateGranted = 1 // granted now, or earlier to the same nonce
 	stateQueued  = 2 // free, but a live waiter is ahead
+	stateEnded   = 3 // this nonce's call has ended: its tombstone is set
 )
 
 // obstacle is the acquire script's answer.
@@ -174,8 +118,8 @@ func parseReply(res []any) (obstacle, error) {
 	state, ok1 := res[0].(int64)
 	text, ok2 := res[1].(string)
 	pttl, ok3 := res[2].(int64)
-	if !ok1 || !ok2 || !ok3 || state < stateHeld || state > stateQueued {
-		return obstacle{}, fmt.Errorf("parse acquire reply %v: want {0..2, string, integer}", res)
+	if !ok1 || !ok2 || !ok3 || state < stateHeld || state > stateEnded {
+		return obstacle{}, fmt.Errorf("parse acquire reply %v: want {0..3, string, integer}", res)
 	}
 	return obstacle{state: state, text: text, left: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
 }

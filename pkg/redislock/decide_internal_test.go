@@ -47,7 +47,8 @@ func TestParseReply(t *testing.T) {
 		{in: []any{int64(1), "v", int64(1500)}, want: obstacle{state: stateGranted, text: "v", left: 1500 * time.Millisecond}},
 		{in: []any{int64(0), "v", int64(-1)}, want: obstacle{state: stateHeld, text: "v"}},
 		{in: []any{int64(2), "c/1", int64(20)}, want: obstacle{state: stateQueued, text: "c/1", left: 20 * time.Millisecond}},
-		{in: []any{int64(3), "v", int64(1)}, wantErr: true},
+		{in: []any{int64(3), "", int64(0)}, want: obstacle{state: stateEnded}},
+		{in: []any{int64(4), "v", int64(1)}, wantErr: true},
 		{in: []any{"1", "v", int64(1)}, wantErr: true},
 		{in: []any{int64(1), "v"}, wantErr: true},
 	}

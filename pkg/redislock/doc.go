@@ -22,8 +22,14 @@
 // reply is harmless: the delete leaves a tombstone for the nonce (TTL +
 // margin), and the retry reports success when the key is gone or the
 // tombstone shows an earlier call deleted it, ErrNotHeld when it finds
-// another grant's key and no tombstone. A lost acquire reply is retried (Acquire) or undone
-// (TryAcquire) by nonce. An acquire that fails after its script granted (a
+// another grant's key and no tombstone. A lost acquire reply is retried
+// (Acquire) or undone (TryAcquire) by nonce. A call that gives up (its reply lost, a waiter
+// leaving, a grant undone) sets its nonce's tombstone (TTL + margin) in the
+// same script as its delete, and the acquire script refuses a nonce with a
+// tombstone: a request that was delayed, not lost, and lands after the
+// clean-up grants and queues nothing. A request later than TTL + margin
+// after the clean-up can still grant once, a key that nobody renews and that
+// expires after TTL. An acquire that fails after its script granted (a
 // WAIT that failed or was not confirmed, an unreadable reply) deletes that
 // grant by nonce before it returns: an error from TryAcquire or Acquire
 // leaves no key held.

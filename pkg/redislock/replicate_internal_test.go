@@ -34,10 +34,10 @@ func TestReview2PipelinedWaitCutAfterScriptReplyIsNotReplicated(t *testing.T) {
 		t.Fatalf("New = %v", err)
 	}
 	defer func() { _ = c.Close(context.Background()) }()
-	k := newKeys(c.cfg.Prefix, "k")
+	k, nonce := newKeys(c.cfg.Prefix, "k"), newNonce()
 	cctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	res, _, waitErr, err := c.runAcquire(cctx, []string{k.lock, k.token, k.queue},
-		newNonce(), "a", c.ttlMillis(), "", k.waiter)
+		nonce, "a", c.ttlMillis(), "", k.waiter, k.gone+nonce)
 	cancel()
 	if err != nil || !grants(res) || waitErr == nil {
 		t.Errorf("runAcquire with the WAIT cut by ctx = res %v, waitErr %v, err %v; want the decoded grant, a WAIT error and no script error", res, waitErr, err)

@@ -17,11 +17,11 @@ import (
 // Review 2, finding 1. A TryAcquire whose request is delayed in the network
 // (not lost) times out (ReadTimeout 1 s): ambiguous, so dropOrphan deletes by
 // nonce on a fresh connection. That delete is answered ("0: not ours") before
-// the delayed acquire reaches Redis, and dropOrphan takes the answer as the
-// end of the matter. The acquire then lands and grants a key nobody holds:
-// the lock is blocked for a full TTL although TryAcquire returned an error
-// ("an error from TryAcquire never leaves a key held").
-func TestReview2TryAcquireDelayedRequestLandsAfterDrop(t *testing.T) {
+// the delayed acquire reaches Redis. It used to be the end of the matter: the
+// acquire then landed and granted a key nobody held, blocking the lock for a
+// TTL. Required: the drop sets the nonce's tombstone, and the delayed
+// request, once delivered, grants nothing (no key, the token not drawn).
+func TestReview2TryAcquireDelayedRequestAfterDropGrantsNothing(t *testing.T) {
 	e := newEnv(t, redistest.Config{})
 	p, viaProxy := e.proxied()
 	ca := e.locks(viaProxy, redislock.Config{TTL: 10 * time.Second})
@@ -42,6 +42,10 @@ func TestReview2TryAcquireDelayedRequestLandsAfterDrop(t *testing.T) {
 	}
 	t.Logf("TryAcquire returned %v; key right after: %q", err, e.get(lockKey("k")))
 	time.Sleep(2500 * time.Millisecond) // the delayed request lands
+	eventually(t, 5*time.Second, "the delayed request delivered", func() bool { return p.Pending() == 0 })
+	if n, _ := e.rdb.Get(ctx(t), tokenKey).Int64(); n != 0 {
+		t.Errorf("token counter after the delayed request landed = %d, want 0 (refused before INCR by the tombstone)", n)
+	}
 	if v := e.get(lockKey("k")); v != "" {
 		pttl, _ := e.rdb.PTTL(ctx(t), lockKey("k")).Result()
 		_, berr := cb.TryAcquire(ctx(t), "k", "b")

@@ -35,11 +35,13 @@ end
 `
 
 // acquireScript: KEYS lock, token, queue; ARGV nonce, holder, ttl ms,
-// waiter ID ("" for TryAcquire: never queue), liveness prefix.
-// Returns {1, value, pttl} granted (also for a retry of this nonce's own
-// grant whose reply was lost), {0, value, pttl} held by another,
-// {2, head, pttl} free but a waiter is ahead.
+// waiter ID ("" for TryAcquire: never queue), liveness prefix, this nonce's
+// tombstone key. Returns {3, ”, 0} if the tombstone is set (the call has
+// ended: grant nothing, queue nothing), {1, value, pttl} granted (also for a
+// retry of this nonce's own grant whose reply was lost), {0, value, pttl}
+// held by another, {2, head, pttl} free but a waiter is ahead.
 var acquireScript = redis.NewScript(luaHead + `
+if redis.call('EXISTS', ARGV[6]) == 1 then return {3, '', 0} end
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, 32) == ARGV[1] then
@@ -102,11 +104,34 @@ const (
 	releaseEarlier = 2  // deleted by an earlier Release of this grant (its tombstone says so)
 )
 
-// Tombstone marks: who deleted a grant's key.
-const (
-	markReleased = "r" // Lock.Release
-	markDropped  = "d" // a clean-up: expiry, an undone or abandoned acquire
-)
+// markReleased is the tombstone's value when Lock.Release deleted the key;
+// the drop script writes "d" (a clean-up: expiry, an undone or abandoned
+// acquire) unless a Release's mark is there.
+const markReleased = "r"
+
+// dropScript: KEYS lock, queue; ARGV nonce, waiter ID ("" for none),
+// liveness prefix, channel prefix, this nonce's tombstone key, its PX in ms.
+// Ends an acquire call that gives up: sets the tombstone (keeping a
+// Release's mark), takes the waiter out of the queue, deletes the key only
+// if its value is this nonce's, and wakes the next live waiter if the lock
+// is free. Returns 1 if it deleted the key, else 0.
+var dropScript = redis.NewScript(luaHead + `
+if redis.call('GET', ARGV[5]) ~= 'r' then
+  redis.call('SET', ARGV[5], 'd', 'PX', ARGV[6])
+end
+if ARGV[2] ~= '' then
+  redis.call('LREM', KEYS[2], 0, ARGV[2])
+  redis.call('DEL', ARGV[3] .. ARGV[2])
+end
+local r = 0
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 32) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  r = 1
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then wake(KEYS[2], ARGV[3], ARGV[4]) end
+return r
+`)
 
 // leaveScript: KEYS lock, queue; ARGV waiter ID, liveness prefix, channel
 // prefix. Removes a waiter that gives up and, if the lock is free, wakes the
