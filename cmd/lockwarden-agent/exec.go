@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/sys/unix"
 
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
@@ -161,10 +160,8 @@ func runExec(ctx context.Context, o execOptions, environ []string, stdout, stder
 		return exitAgent, err
 	}
 	s.el = el
-	// Members of the child's group orphaned by its exit are handed to the agent, which reaps
-	// them (child.gone), so a stop sees the whole group end even when the agent is not PID 1.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return exitAgent, fmt.Errorf("become child subreaper: %w", err)
+	if err := becomeSubreaper(); err != nil {
+		return exitAgent, err
 	}
 	if o.probe != "0" {
 		mux := http.NewServeMux()
