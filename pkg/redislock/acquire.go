@@ -27,7 +27,7 @@ func (c *Client) TryAcquire(ctx context.Context, key, holder string) (*Lock, err
 	l, o, err := c.grab(ctx, key, holder, nonce, "")
 	if err != nil {
 		if ambiguous(err) {
-			c.dropOrphan(ctx, key, nonce)
+			c.dropOrphan(ctx, key, nonce, "")
 		}
 		return nil, fmt.Errorf("try acquire %s: %w", key, err)
 	}
@@ -72,7 +72,7 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	}
 	o, err := parseReply(res)
 	if err != nil {
-		return nil, o, c.undo(ctx, key, nonce, err)
+		return nil, o, c.undo(ctx, key, nonce, waiterID, err)
 	}
 	if o.state == stateEnded {
 		return nil, o, &undoneError{err: errEnded} // granted nothing
@@ -82,14 +82,14 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	}
 	v, err := parseValue(o.text)
 	if err != nil {
-		return nil, o, c.undo(ctx, key, nonce, err)
+		return nil, o, c.undo(ctx, key, nonce, waiterID, err)
 	}
 	if err := replicated(c.cfg.WaitReplicas, acked, waitErr, c.cfg.WaitTimeout); err != nil {
-		return nil, o, c.undo(ctx, key, nonce, err)
+		return nil, o, c.undo(ctx, key, nonce, waiterID, err)
 	}
 	l := c.newLock(ctx, key, v, sent, o.left)
 	if !c.track(l) {
-		return nil, o, c.undo(ctx, key, nonce, ErrClosed)
+		return nil, o, c.undo(ctx, key, nonce, waiterID, ErrClosed)
 	}
 	l.startWatchdog(sent)
 	return l, o, nil

@@ -31,19 +31,20 @@ func (e *undoneError) Unwrap() error { return e.err }
 
 // undo deletes by nonce a grant that nobody will hold and returns cause as
 // an undoneError.
-func (c *Client) undo(ctx context.Context, key, nonce string, cause error) error {
-	c.dropOrphan(ctx, key, nonce)
+func (c *Client) undo(ctx context.Context, key, nonce, waiterID string, cause error) error {
+	c.dropOrphan(ctx, key, nonce, waiterID)
 	return &undoneError{err: cause}
 }
 
 // dropOrphan deletes, by value, a key an unanswered acquire may have set,
-// and sets the nonce's tombstone. It runs even when ctx has ended (that is
+// takes waiterID (if not "") out of the queue and sets the nonce's
+// tombstone, in one script. It runs even when ctx has ended (that is
 // when it is needed), each attempt bounded by CallTimeout. If the attempt's
 // answer is lost too, a goroutine of the Client retries every TTL/20 until
 // Redis answers, the key must have expired by itself (TTL + margin), or the
 // Client is closed.
-func (c *Client) dropOrphan(ctx context.Context, key, nonce string) {
-	if !ambiguous(c.dropByNonce(ctx, key, nonce)) {
+func (c *Client) dropOrphan(ctx context.Context, key, nonce, waiterID string) {
+	if !ambiguous(c.dropByNonce(ctx, key, nonce, waiterID)) {
 		return
 	}
 	c.mu.Lock()
@@ -52,12 +53,12 @@ func (c *Client) dropOrphan(ctx context.Context, key, nonce string) {
 		return // the key expires after its TTL
 	}
 	giveUp := now().add(c.cfg.TTL + c.cfg.Margin)
-	c.wg.goFunc(func() { c.retryDrop(context.WithoutCancel(ctx), key, nonce, giveUp) })
+	c.wg.goFunc(func() { c.retryDrop(context.WithoutCancel(ctx), key, nonce, waiterID, giveUp) })
 }
 
 // retryDrop retries dropByNonce every TTL/20 until Redis answers, giveUp
 // passes or the Client is closed.
-func (c *Client) retryDrop(ctx context.Context, key, nonce string, giveUp instant) {
+func (c *Client) retryDrop(ctx context.Context, key, nonce, waiterID string, giveUp instant) {
 	t := time.NewTimer(c.retryDelay())
 	defer t.Stop()
 	for now() < giveUp {
@@ -66,23 +67,24 @@ func (c *Client) retryDrop(ctx context.Context, key, nonce string, giveUp instan
 			return
 		case <-t.C:
 		}
-		if !ambiguous(c.dropByNonce(ctx, key, nonce)) {
+		if !ambiguous(c.dropByNonce(ctx, key, nonce, waiterID)) {
 			return
 		}
 		t.Reset(c.retryDelay())
 	}
 }
 
-// dropByNonce runs the drop script once for the call with nonce. The
+// dropByNonce runs the drop script once for the call with nonce (and
+// waiterID, "" for none). The
 // CallTimeout bounds it only with ContextTimeoutEnabled; otherwise the redis
 // client's ReadTimeout does (go-redis does not watch ctx on the socket). It
 // sends the script's body (EVAL), not its hash: a clean-up runs rarely and
 // mostly on a slow network, where EVALSHA's NOSCRIPT on a server that has
 // not seen the script yet would cost a second round trip.
-func (c *Client) dropByNonce(ctx context.Context, key, nonce string) error {
+func (c *Client) dropByNonce(ctx context.Context, key, nonce, waiterID string) error {
 	k := newKeys(c.cfg.Prefix, key)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
 	defer cancel()
 	return dropScript.Eval(cctx, c.rdb, []string{k.lock, k.queue},
-		nonce, "", k.waiter, k.channel, k.gone+nonce, c.goneMillis()).Err()
+		nonce, waiterID, k.waiter, k.channel, k.gone+nonce, c.goneMillis()).Err()
 }

@@ -75,14 +75,13 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 }
 
 // leave takes a waiter that gives up out of the queue (waking the next one
-// if the lock is free) and deletes a key that an unanswered call may have
-// granted it. It runs even though ctx has ended, bounded by CallTimeout.
+// if the lock is free), deletes a key that an unanswered call may have
+// granted it and sets its nonce's tombstone, in one script, so that a
+// request of this waiter still in the network neither queues nor grants
+// when it lands. It runs even though ctx has ended, bounded by CallTimeout,
+// and is retried in the background while Redis does not answer.
 func (c *Client) leave(ctx context.Context, key, id, nonce string) {
-	k := newKeys(c.cfg.Prefix, key)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
-	defer cancel()
-	_ = leaveScript.Run(cctx, c.rdb, []string{k.lock, k.queue}, id, k.waiter, k.channel).Err()
-	c.dropOrphan(ctx, key, nonce)
+	c.dropOrphan(ctx, key, nonce, id)
 }
 
 // listen registers waiter id for wake messages, subscribing the client's

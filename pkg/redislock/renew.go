@@ -105,7 +105,7 @@ func (l *Lock) dropExpired() {
 		return
 	}
 	ctx := context.WithoutCancel(l.ctx)
-	l.c.wg.goFunc(func() { _ = l.c.dropByNonce(ctx, l.key, l.nonce) })
+	l.c.wg.goFunc(func() { _ = l.c.dropByNonce(ctx, l.key, l.nonce, "") })
 }
 
 // renewOnce sends one renewal with a deadline of CallTimeout, never past the

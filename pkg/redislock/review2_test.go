@@ -55,13 +55,13 @@ func TestReview2TryAcquireDelayedRequestAfterDropGrantsNothing(t *testing.T) {
 }
 
 // Review 2, finding 2. An Acquire waiter whose request is delayed gives up
-// (ctx ends); leave removes it from the queue and the drop is answered. The
-// delayed request then lands while the lock is held and re-enqueues the
-// waiter ID with a fresh liveness key: a ghost at the head of the queue. When
-// the holder releases, the wake goes to the ghost, and the free lock is
-// refused to TryAcquire (and to every Acquire) until the ghost's liveness
-// expires, a full TTL.
-func TestReview2AcquireDelayedRequestLeavesGhostWaiter(t *testing.T) {
+// (ctx ends); leave removes it from the queue. The delayed request then
+// lands while the lock is held; it used to re-enqueue the waiter ID with a
+// fresh liveness key, a ghost at the head of the queue that took the wake
+// and kept the free lock from everyone for a TTL. Required: leave sets the
+// nonce's tombstone in the same script as it dequeues, and the delayed
+// request queues nothing, so C gets the lock as soon as B releases it.
+func TestReview2AcquireDelayedRequestAfterLeaveQueuesNothing(t *testing.T) {
 	e := newEnv(t, redistest.Config{})
 	p, viaProxy := e.proxied()
 	ca := e.locks(viaProxy, redislock.Config{TTL: 10 * time.Second})

@@ -133,16 +133,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 then wake(KEYS[2], ARGV[3], ARGV[4]) end
 return r
 `)
 
-// leaveScript: KEYS lock, queue; ARGV waiter ID, liveness prefix, channel
-// prefix. Removes a waiter that gives up and, if the lock is free, wakes the
-// next one (which may have been waiting behind it).
-var leaveScript = redis.NewScript(luaHead + `
-redis.call('LREM', KEYS[2], 0, ARGV[1])
-redis.call('DEL', ARGV[2] .. ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then wake(KEYS[2], ARGV[2], ARGV[3]) end
-return 1
-`)
-
 // guardPrologue runs before a caller's script in Lock.Eval: the last KEY is
 // the lock key and the last ARGV the nonce, both removed before the caller's
 // code runs, so the caller sees KEYS and ARGV as it passed them.
