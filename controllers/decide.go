@@ -210,7 +210,10 @@ func decideReleasing(in *input) decision {
 	}
 	wait := releaseWait(in.spec, st)
 	var requeue time.Duration
-	if e.reason == "" && ours {
+	// An operator's release never returns to Held, even once its annotation is gone (a
+	// GitOps tool re-applying the manifest): the term ends after the full delay.
+	byOperator := releasingReason(st) == lockv1.ReasonOperatorRelease || (ours && g.rec.Reason == lockv1.ReasonOperatorRelease)
+	if e.reason == "" && ours && !byOperator {
 		need := returnAfter(st)
 		switch {
 		case in.clocks.eligibleAgain >= need && in.clocks.mayReturn:

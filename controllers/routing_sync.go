@@ -25,11 +25,40 @@ func (t *turn) routeBefore(ctx context.Context) {
 	if t.lock.Spec.Routing == nil {
 		return
 	}
-	listed, _ := t.r.routes.listed(t.key)
+	listed, known := t.r.routes.listed(t.key)
+	if !known {
+		// This replica has not written the slice yet (a new epoch, a restart): what another
+		// replica listed is only known to the API server.
+		listed = t.listedNow(ctx)
+	}
 	if listed == "" || (t.st.Phase == lockv1.PhaseHeld && t.st.HolderUID == listed) {
 		return
 	}
 	t.syncRoute(ctx, &lockv1.DistributedLockStatus{Phase: lockv1.PhaseReleasing})
+}
+
+// listedNow is the pod UID the lock's EndpointSlice lists, read uncached; "" for none. A
+// failed read answers a UID no status holds, so that the slice is emptied.
+func (t *turn) listedNow(ctx context.Context) types.UID {
+	reader := t.r.APIReader
+	if reader == nil {
+		reader = t.r.Client
+	}
+	var s discoveryv1.EndpointSlice
+	err := reader.Get(ctx, client.ObjectKey{Namespace: t.lock.Namespace, Name: routingSliceName(t.lock.Spec.Routing.Service)}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ""
+	case err != nil:
+		return "unknown"
+	}
+	switch {
+	case len(s.Endpoints) == 0:
+		return ""
+	case s.Endpoints[0].TargetRef == nil:
+		return "unknown"
+	}
+	return s.Endpoints[0].TargetRef.UID
 }
 
 // routeAfter makes the slice list what the status just written (or left as it was) grants.
@@ -45,8 +74,13 @@ func (t *turn) routeAfter(ctx context.Context) {
 	t.syncRoute(ctx, &t.lock.Status)
 }
 
-// syncRoute writes the lock's EndpointSlice to list what st grants.
+// syncRoute writes the lock's EndpointSlice to list what st grants. A replica whose
+// election is no longer valid writes nothing (a deposed replica's cache may show a holder the
+// new epoch has ended; a write already sent when the election lapses is not fenced).
 func (t *turn) syncRoute(ctx context.Context, st *lockv1.DistributedLockStatus) {
+	if !t.r.Election.Valid() {
+		return
+	}
 	svcName := t.lock.Spec.Routing.Service
 	var svc *corev1.Service
 	var got corev1.Service
@@ -128,6 +162,9 @@ func (t *turn) routingSlice(svc *corev1.Service, r route) *discoveryv1.EndpointS
 
 // dropRoutes deletes the lock's slices for any Service but keep ("" for all).
 func (t *turn) dropRoutes(ctx context.Context, keep string) {
+	if !t.r.Election.Valid() {
+		return
+	}
 	var list discoveryv1.EndpointSliceList
 	if err := t.r.Client.List(ctx, &list, client.InNamespace(t.lock.Namespace),
 		client.MatchingLabels{discoveryv1.LabelManagedBy: RoutingManagedBy, RoutingLockLabel: t.lock.Name}); err != nil {
