@@ -91,7 +91,10 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	if !c.track(l) {
 		return nil, o, c.undo(ctx, key, nonce, waiterID, ErrClosed)
 	}
-	l.startWatchdog(sent)
+	if !l.startWatchdog(sent) {
+		// Close released it (by nonce) after track: nothing is held.
+		return nil, o, &undoneError{err: ErrClosed}
+	}
 	return l, o, nil
 }
 

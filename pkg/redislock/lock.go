@@ -166,10 +166,22 @@ func (l *Lock) finish() {
 // released before then costs no goroutine. The deadline is at least two
 // renewal intervals away (Config.Validate), so the watchdog, once started,
 // still closes Done on time.
-func (l *Lock) startWatchdog(sent instant) {
+//
+// A lock that ended between track and here (Close released it) is not
+// scheduled: finish saw no timer to stop, so startWatchdog uncounts it
+// itself and reports false. l.err and l.start are both read and written
+// under l.mu, so exactly one of finish and startWatchdog uncounts.
+func (l *Lock) startWatchdog(sent instant) bool {
 	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		l.c.untrack(l)
+		l.c.wg.done()
+		return false
+	}
 	defer l.mu.Unlock()
 	l.start = time.AfterFunc(max(0, sent.add(l.c.cfg.RenewInterval).sub(now())), func() { l.watchdog(sent) })
+	return true
 }
 
 // Release ends the lock locally (Done, Context, Valid) and deletes the key
