@@ -1,6 +1,9 @@
 package leadership
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // taskKind is what a queued callback task does.
 type taskKind int
@@ -31,6 +34,8 @@ type runner struct {
 	stopDone func() // reports that a term's stop callbacks returned
 	send     func(*releaseJob)
 	skip     func(*releaseJob)
+	// pending counts releases queued and not yet sent or skipped.
+	pending atomic.Int32
 
 	mu     sync.Mutex
 	queue  []task
@@ -52,6 +57,9 @@ func (r *runner) newHolder(holder string, tok int64) {
 }
 
 func (r *runner) push(t task) {
+	if t.release != nil {
+		r.pending.Add(1)
+	}
 	r.mu.Lock()
 	r.queue = append(r.queue, t)
 	r.mu.Unlock()
@@ -120,11 +128,14 @@ func (r *runner) run() {
 			case j == nil:
 			case j.auto && t.term.started && !t.term.ranToEnd:
 				r.skip(j) // it returned while the term lasted: its work may go on elsewhere
+				r.pending.Add(-1)
 			default:
 				r.send(j) // after the work stopped: OnStartedLeading returned
+				r.pending.Add(-1)
 			}
 		case taskRelease:
 			r.send(t.release)
+			r.pending.Add(-1)
 		case taskNewHolder:
 			if !closed && r.cbs.OnNewHolder != nil {
 				r.cbs.OnNewHolder(t.holder, t.token)

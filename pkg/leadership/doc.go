@@ -48,9 +48,15 @@
 //     controller takes it as proof that the work stopped and grants the next candidate at once,
 //     without the lock delay. The API server admits it only from the pod's own bound
 //     service-account token, naming the current term (config/policy). A released token is not
-//     led again. A failed release is logged (and returned by Release), never retried; the
-//     term then ends after the lock delay. A term whose deadline passed is never released
-//     automatically.
+//     led again, by this process or by a later process of the same pod: an observed
+//     holder-release naming this pod and the observed token counts as released whatever the
+//     process remembers. A release the API server refused is logged (and returned by
+//     Release), never retried; the pod may lead that term again, and the controller ends it
+//     after the lock delay. A release whose outcome is unknown (a timeout or a lost
+//     connection: the API server may have applied it) keeps the token released; an
+//     observation of the term still Held without the annotation sends it again, once per
+//     observation and never while a release is unanswered. A term whose deadline passed is
+//     never released automatically.
 //
 // # Guarantees
 //

@@ -34,8 +34,8 @@ type Elector struct {
 	// releases carries Release calls to the decision loop; loopDone is closed when it ends.
 	releases chan chan<- error
 	loopDone chan struct{}
-	// released is the highest token whose release is sent or in flight: the loop does not
-	// lead it again. A failed release puts it back.
+	// released is the highest token whose release is sent, in flight, or seen on the lock:
+	// the loop does not lead it again. Only a release the API server refused puts it back.
 	released atomic.Int64
 
 	mu    sync.Mutex

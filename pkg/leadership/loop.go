@@ -100,9 +100,16 @@ func (l *loop) observe(o observation) {
 	}
 	st := &o.lock.Status
 	l.view = view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}
-	// A released token is not led again: the controller ends that term.
-	mine := st.Phase == lockv1.PhaseHeld && st.HolderUID == l.e.cfg.Identity && st.FencingToken > 0 &&
-		st.FencingToken > l.e.released.Load()
+	// A released token is not led again, by this process or a later one of the same pod: the
+	// controller ends that term.
+	g := judge(o.lock, l.e.cfg.Identity, l.e.released.Load())
+	mine := g == grantLead
+	switch g {
+	case grantReleased:
+		l.e.released.Store(max(l.e.released.Load(), st.FencingToken))
+	case grantResend:
+		l.resend(st.FencingToken)
+	}
 	if l.term != nil && (!mine || st.FencingToken != l.term.token) {
 		l.endReleasing(endReason(st, l.e.cfg.Identity))
 	}

@@ -58,10 +58,12 @@ func (v view) names(uid types.UID, token int64) bool {
 //
 // This pod does not lead the released token again; a later grant (a new token) is led as
 // usual. Release returns when the API server answered, with its error if it refused (the
-// admission policy's message) or could not be reached within Config.ReleaseTimeout; a failed
-// release is not retried, the pod may then lead that term again, and the controller ends it
-// the slow way. It returns ctx's error when ctx ends first (the release may still be sent),
-// and ErrNotRunning when Run is not running.
+// admission policy's message) or could not be reached within Config.ReleaseTimeout. A refused
+// release is not retried: the pod may then lead that term again, and the controller ends it
+// the slow way. A release without an answer (a timeout, a lost connection: it may have been
+// applied) keeps the token released, and is sent again when an observation shows the term
+// still Held without the annotation. It returns ctx's error when ctx ends first (the release
+// may still be sent), and ErrNotRunning when Run is not running.
 func (e *Elector) Release(ctx context.Context) error {
 	if !e.ran.Load() {
 		return ErrNotRunning
@@ -108,7 +110,8 @@ func (l *loop) autoRelease(token int64) *releaseJob {
 }
 
 // sendRelease patches the holder-release annotation for token; run by the callback runner.
-// On failure it lets the loop lead the token again and returns the error, logged here.
+// When the API server refused it, it lets the loop lead the token again; when the outcome is
+// unknown the token stays released. Either error is returned, and logged here.
 func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReleaseTimeout)
 	defer cancel()
@@ -126,13 +129,31 @@ func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 		Error()
 	log := e.log()
 	if err != nil {
-		e.released.CompareAndSwap(token, 0)
 		err = fmt.Errorf("leadership: release distributedlock %s/%s term %d: %w", e.cfg.Namespace, e.cfg.Lock, token, err)
-		log.Info("release not sent; the controller ends the term after the lock delay", "token", token, "error", err.Error())
+		if !refusedRelease(err) {
+			// The API server may have applied it: the token stays released, and the next
+			// observation that shows the term without the annotation sends it again.
+			log.Info("release outcome unknown; the token stays released", "token", token, "error", err.Error())
+			return err
+		}
+		e.released.CompareAndSwap(token, 0)
+		log.Info("release refused; the controller ends the term after the lock delay", "token", token, "error", err.Error())
 		return err
 	}
 	log.Info("released", "token", token)
 	return nil
+}
+
+// resend queues the release of token again, unless a release is queued or in flight: an
+// observation shows this pod's released term Held without the annotation (the patch was
+// lost, its outcome was unknown, or someone removed the annotation). At most one per
+// observation, and none while an earlier release is unanswered.
+func (l *loop) resend(token int64) {
+	if l.cb.pending.Load() > 0 {
+		return
+	}
+	l.log.Info("release not on the lock; sending it again", "token", token)
+	l.cb.release(&releaseJob{token: token})
 }
 
 // skip drops an automatic release the runner may not send (the term's OnStartedLeading

@@ -1,0 +1,76 @@
+package leadership
+
+import (
+	"errors"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// grant is what an accepted observation of the lock means for this pod.
+type grant int
+
+const (
+	// grantNone: the lock is not Held by this pod (another holder, phase or no token).
+	grantNone grant = iota
+	// grantLead: Held by this pod under a token it has not released: it may lead.
+	grantLead
+	// grantReleased: Held by this pod under a token it released (in memory, or the lock's
+	// holder-release annotation names this pod and that token): it does not lead, and it is
+	// ready as for any term it does not lead.
+	grantReleased
+	// grantResend: as grantReleased, but the annotation is absent although this process
+	// released the token (the patch was lost, its outcome unknown, or the annotation was
+	// removed): the release is sent again, once for this observation.
+	grantResend
+)
+
+// judge decides what the observed lock means for the pod me, whose process released every
+// token up to released (0: none). A holder-release annotation naming me and the observed token
+// counts as released whatever this process remembers: a process restarted in the same pod
+// does not lead a term an earlier process of the pod released.
+func judge(lock *lockv1.DistributedLock, me types.UID, released int64) grant {
+	st := &lock.Status
+	if st.Phase != lockv1.PhaseHeld || st.HolderUID != me || st.FencingToken <= 0 {
+		return grantNone
+	}
+	if annotated(lock, me, st.FencingToken) {
+		return grantReleased
+	}
+	if st.FencingToken <= released {
+		return grantResend
+	}
+	return grantLead
+}
+
+// annotated reports whether the lock's holder-release annotation names uid and token.
+func annotated(lock *lockv1.DistributedLock, uid types.UID, token int64) bool {
+	v, ok := lock.Annotations[lockv1.AnnotationHolderRelease]
+	if !ok {
+		return false
+	}
+	u, tok, err := lockv1.ParseHolderRelease(v)
+	return err == nil && u == uid && tok == token
+}
+
+// refusedRelease reports whether a release patch's error proves the API server did not apply
+// it: an answer that refuses the request (admission, authorization, validation, conflict, a
+// lock not found, throttling). A timeout, a lost connection or a server error may hide an
+// applied patch: the token then stays released, and an observation of the lock settles it
+// (the annotation, or a release sent again while it is absent).
+func refusedRelease(err error) bool {
+	var st apierrors.APIStatus
+	if err == nil || !errors.As(err, &st) {
+		return false
+	}
+	code := int(st.Status().Code)
+	switch {
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), code == http.StatusRequestTimeout:
+		return false
+	default:
+		return code >= 400 && code < 500
+	}
+}
