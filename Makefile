@@ -83,16 +83,17 @@ test: envtest-bins build $(HELM) ## Run every test with -race: unit, engine (rea
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager (./bin/lockwarden), the example workload, lockwarden-agent and the playground.
+build: run-bins ## Build the manager (./bin/lockwarden), the example workload, lockwarden-agent, the playground and kubectl-dlock.
+	go build -o $(BIN)/kubectl-dlock ./cmd/kubectl-dlock
+
+.PHONY: run run-bins
+run: envtest-bins run-bins ## Start the local playground: control plane, manager, workers, a live failover. ARGS=--demo-and-exit runs once and exits.
+	$(BIN)/playground $(ARGS)
+run-bins: ## Build what the playground runs, and nothing else: the manager, the fenced-worker, lockwarden-agent, the playground.
 	CGO_ENABLED=0 go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/lockwarden ./cmd/lockwarden
 	go build -o $(BIN)/fenced-worker ./examples/fenced-worker
 	CGO_ENABLED=0 go build -o $(BIN)/lockwarden-agent ./cmd/lockwarden-agent
 	go build -o $(BIN)/playground ./cmd/playground
-	go build -o $(BIN)/kubectl-dlock ./cmd/kubectl-dlock
-
-.PHONY: run
-run: envtest-bins build ## Start the local playground: control plane, manager, workers, a live failover. ARGS=--demo-and-exit runs once and exits.
-	$(BIN)/playground $(ARGS)
 
 .PHONY: bench
 bench: build ## Run every benchmark (17 minutes here, under 30): bench-lease, then lockwarden vs client-go; regenerates docs/benchmarks.md and docs/img/.

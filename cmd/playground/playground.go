@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,7 +82,8 @@ func (p *playground) start(ctx context.Context) error {
 		return err
 	}
 	p.clientset = cs
-	p.kubelet = &podsim.Kubelet{Client: cs, Namespace: ns, Container: "worker", Image: "fenced-worker:dev"}
+	p.kubelet = &podsim.Kubelet{Client: cs, Namespace: ns, Container: "worker", Image: "fenced-worker:dev",
+		ServiceAccount: workerSA, PodIP: podIP}
 
 	p.say("starting lockwarden's etcd (./bin/etcd) and the manager (./bin/lockwarden) ...")
 	if p.etcdLog, err = os.Create(filepath.Join(p.dir, "etcd.log")); err != nil {
@@ -116,6 +118,13 @@ func (p *playground) start(ctx context.Context) error {
 	if err := apply.Run(); err != nil {
 		return fmt.Errorf("apply config/samples: %w", err)
 	}
+	p.say("installing the candidates' role and admission policy (config/rbac/lock_reader_role.yaml, config/policy); routing %s to Service %s ...", lock, routedService)
+	if err := p.installIdentity(ctx); err != nil {
+		return err
+	}
+	if err := p.routeService(ctx); err != nil {
+		return err
+	}
 
 	viewCtx, stopView := context.WithCancel(ctx)
 	p.stopView = stopView
@@ -145,10 +154,14 @@ func (p *playground) start(ctx context.Context) error {
 			return err
 		}
 		p.pods[name] = pod
+		kubeconfig, err := p.podKubeconfig(ctx, pod)
+		if err != nil {
+			return err
+		}
 		w, err := start(p.dir, "worker-"+name, bin("fenced-worker"), []string{
-			"KUBECONFIG=" + p.kubeconfig, "POD_NAME=" + name, "POD_UID=" + string(pod.UID),
+			"KUBECONFIG=" + kubeconfig, "POD_NAME=" + name, "POD_UID=" + string(pod.UID),
 			"LOCK_NAMESPACE=" + ns, "LOCK_NAME=" + lock, "LEDGER_URL=" + p.ledgerAt,
-		}, "--probe-address", "0")
+		}, "--probe-address", "0", "--release-on-stop")
 		if err != nil {
 			return err
 		}
@@ -187,12 +200,12 @@ func (p *playground) demo(ctx context.Context) error {
 	if p.workers[oldPod] == nil {
 		return fmt.Errorf("holder %s is not one of the playground's workers", oldPod)
 	}
-	p.say("deleting pod %s, as `kubectl delete pod %s` does; the stand-in kubelet stops its worker (SIGTERM) and reports the container terminated ...", oldPod, oldPod)
-	if err := p.kubelet.Delete(ctx, p.pods[oldPod]); err != nil {
+	if err := p.showRoute(ctx, oldPod); err != nil {
 		return err
 	}
-	reported, err := p.dels.waitFinished(ctx, oldPod, 30*time.Second)
-	if err != nil {
+	p.say("deleting pod %s, as `kubectl delete pod %s` does; the stand-in kubelet stops its worker (SIGTERM), whose elector confirms the end of its term once its work stopped ...", oldPod, oldPod)
+	deleted := time.Now()
+	if err := p.kubelet.Delete(ctx, p.pods[oldPod]); err != nil {
 		return err
 	}
 	next, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a new holder", func(l *lockv1.DistributedLock) bool {
@@ -201,7 +214,13 @@ func (p *playground) demo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.say("new holder published %v after the worker exited (polled every 50 ms); %s's term ended: %s", time.Since(reported).Round(time.Millisecond), oldPod, endReason(next, oldToken))
+	p.say("new holder published %v after the deletion (polled every 50 ms); %s's term ended: %s", time.Since(deleted).Round(time.Millisecond), oldPod, endReason(next, oldToken))
+	if _, err := p.dels.waitFinished(ctx, oldPod, 30*time.Second); err != nil {
+		return err
+	}
+	if err := p.showRoute(ctx, next.Status.Holder); err != nil {
+		return err
+	}
 	if err := p.waitWrites(ctx, string(next.Status.HolderUID), next.Status.FencingToken, 1); err != nil {
 		return fmt.Errorf("%s leads with token %d: %w", next.Status.Holder, next.Status.FencingToken, err)
 	}
@@ -347,4 +366,39 @@ func (p *playground) checkProbes(ctx context.Context) error {
 		p.say("manager: GET %s answered %s", url, resp.Status)
 	}
 	return nil
+}
+
+// podIP is the address the stand-in kubelet reports for a playground pod (for the routed
+// Service's EndpointSlice; nothing listens on it).
+func podIP(name string) string {
+	var i int
+	if _, err := fmt.Sscanf(name, "payments-%d", &i); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("10.0.0.%d", 10+i)
+}
+
+// showRoute waits until the routed Service's EndpointSlice lists exactly pod and says so.
+func (p *playground) showRoute(ctx context.Context, pod string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var sl discoveryv1.EndpointSlice
+		err := p.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: routedService + "-lockwarden"}, &sl)
+		if err == nil && len(sl.Endpoints) == 1 && sl.Endpoints[0].TargetRef != nil && sl.Endpoints[0].TargetRef.Name == pod {
+			p.say("Service %s routes to %s (EndpointSlice %s: %s)", routedService, pod, sl.Name, sl.Endpoints[0].Addresses[0])
+			return nil
+		}
+		if time.Now().After(deadline) {
+			what := fmt.Sprintf("lists %d endpoints", len(sl.Endpoints))
+			if err != nil {
+				what = err.Error()
+			}
+			return fmt.Errorf("service %s does not route to %s within 10s (EndpointSlice: %s)", routedService, pod, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

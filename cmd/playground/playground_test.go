@@ -43,6 +43,12 @@ func TestDemoAndExit(t *testing.T) {
 	if !regexp.MustCompile(`'s term ended: (HolderReleased|HolderTerminated)\n`).MatchString(out.String()) {
 		t.Errorf("output does not say the old term ended HolderReleased or HolderTerminated:\n%s", out.String())
 	}
+	// The routed Service follows the holder: the old one before, the new one after.
+	for _, pod := range []string{failover[1], failover[3]} {
+		if want := "Service payments-primary routes to " + pod + " "; !strings.Contains(out.String(), want) {
+			t.Errorf("output does not say %q:\n%s", want, out.String())
+		}
+	}
 	for _, want := range []string{"/readyz answered 200 OK", "/metrics answered 200 OK"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output does not say the manager's %q:\n%s", want, out.String())

@@ -72,6 +72,7 @@ func runWorker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fenced-worker", flag.ContinueOnError)
 	probe := fs.String("probe-address", ":8081", `address of /readyz and /healthz ("0" disables)`)
 	every := fs.Duration("write-interval", 500*time.Millisecond, "time between ledger writes while leading")
+	release := fs.Bool("release-on-stop", false, "confirm the end of each term (lockwarden.io/holder-release) once the work stopped, so that the next holder need not wait the lock delay; needs patch on distributedlocks and the config/policy admission policy")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,7 +87,9 @@ func runWorker(ctx context.Context, args []string) error {
 	}
 	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}, Name: os.Getenv("POD_NAME")}, every: *every, name: os.Getenv("POD_NAME")}
 	e, err := leadership.New(leadership.Config{
-		Config: cfg, Namespace: ns, Lock: lock,
+		// lead runs the work until the term ends and returns once it stopped: what
+		// ReleaseOnStop needs.
+		Config: cfg, Namespace: ns, Lock: lock, ReleaseOnStop: *release,
 		Callbacks: leadership.Callbacks{
 			OnStartedLeading: w.lead,
 			OnStoppedLeading: func() { fmt.Printf("%s: stopped leading\n", w.name) },

@@ -36,6 +36,11 @@ type Kubelet struct {
 	// RestartPolicy of the pods it creates; default Always, the API server's default. It
 	// decides what Exited writes.
 	RestartPolicy corev1.RestartPolicy
+	// ServiceAccount is the pods' spec.serviceAccountName (a token bound to a pod must name
+	// it); empty leaves it unset.
+	ServiceAccount string
+	// PodIP, when set, gives each pod its status.podIP by name.
+	PodIP func(name string) string
 	// Node is the node the pods are bound to (spec.nodeName; no Node object is needed);
 	// default "podsim". The API server deletes an unbound pod at once, without the graceful
 	// deletion a kubelet takes part in.
@@ -72,7 +77,8 @@ func (k *Kubelet) CreateReadyPod(ctx context.Context, name string, labels map[st
 	cname, image := k.container()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.Namespace, Labels: labels},
-		Spec:       corev1.PodSpec{NodeName: k.node(), RestartPolicy: k.policy(), Containers: []corev1.Container{{Name: cname, Image: image}}},
+		Spec: corev1.PodSpec{NodeName: k.node(), RestartPolicy: k.policy(), ServiceAccountName: k.ServiceAccount,
+			Containers: []corev1.Container{{Name: cname, Image: image}}},
 	}
 	p, err := k.Client.CoreV1().Pods(k.Namespace).Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
@@ -80,6 +86,11 @@ func (k *Kubelet) CreateReadyPod(ctx context.Context, name string, labels map[st
 	}
 	return k.SetStatus(ctx, p, func(p *corev1.Pod) {
 		now := metav1.Now()
+		if k.PodIP != nil {
+			if ip := k.PodIP(p.Name); ip != "" {
+				p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+			}
+		}
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = conditions(true, true, now)
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{running(cname, image, true, 0, now)}

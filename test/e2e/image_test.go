@@ -145,6 +145,7 @@ func TestImagesMatchDockerfiles(t *testing.T) {
 	for _, tc := range []struct{ dockerfile, tarball string }{
 		{"Dockerfile", "bin/images/lockwarden.tar"},
 		{"examples/fenced-worker/Dockerfile", "bin/images/fenced-worker.tar"},
+		{"cmd/lockwarden-agent/Dockerfile", "bin/images/lockwarden-agent.tar"},
 	} {
 		t.Run(tc.dockerfile, func(t *testing.T) {
 			text, err := os.ReadFile(filepath.Join(root, tc.dockerfile))

@@ -56,7 +56,7 @@ func requireNodeHost(t testing.TB) {
 	for target, names := range map[string][]string{
 		"make envtest-bins": {"etcd", "kube-apiserver", "kubectl"},
 		"make node-bins":    {"kubelet", "kube-scheduler", "kube-controller-manager"},
-		"make image":        {"images/pause.tar", "images/lockwarden.tar", "images/fenced-worker.tar", "images/lockwarden", "images/fenced-worker"},
+		"make image":        {"images/pause.tar", "images/lockwarden.tar", "images/fenced-worker.tar", "images/lockwarden-agent.tar", "images/lockwarden", "images/fenced-worker"},
 	} {
 		for _, n := range names {
 			if _, err := os.Stat(filepath.Join(bin, n)); err != nil {
