@@ -93,7 +93,7 @@ func (r *report) write(w io.Writer) {
 	p("| acquire | p50 (ms) | p99 (ms) |")
 	p("| --- | ---: | ---: |")
 	p("| without WAIT | %s | %s |", ms(pct(r.wait.without, .5)), ms(pct(r.wait.without, .99)))
-	p("| WaitReplicas 1 (acquire and WAIT in one pipeline) | %s | %s |", ms(pct(r.wait.with, .5)), ms(pct(r.wait.with, .99)))
+	p("| WaitReplicas 1 (the WAIT follows the grant on the same connection) | %s | %s |", ms(pct(r.wait.with, .5)), ms(pct(r.wait.with, .99)))
 	p("")
 	p("### What the holder knows")
 	p("")
