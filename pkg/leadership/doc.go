@@ -57,6 +57,11 @@
 //     observation of the term still Held without the annotation sends it again, once per
 //     observation and never while a release is unanswered. A term whose deadline passed is
 //     never released automatically.
+//   - Who may release: the policy recognises the holder by a service-account token bound to
+//     the holder pod, so anyone who may mint such a token (create serviceaccounts/token for
+//     the holder's service account, or the kubelet of the holder's node) can release the
+//     holder's term as well as the pod itself. Releasing is exactly as strong as the right to
+//     mint tokens for the holder's service account; grant that right to no one else.
 //
 // # Guarantees
 //
