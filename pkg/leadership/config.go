@@ -78,6 +78,13 @@ type Config struct {
 	// Callbacks contract lets OnStartedLeading return at once while work continues, and a
 	// release is a promise that nothing acts under the token any more. Release works either
 	// way.
+	//
+	// The check "OnStartedLeading ran until the term ended" is made when the callback returns:
+	// it ran to the end if the term's context was already cancelled then. It can misfire for
+	// a callback that only starts work and returns at once (a sidecar-style callback) when the
+	// term happens to end just before it returns: the elector then takes it for a callback
+	// that ran the term and sends the release while the work it started may still run. Do not
+	// set ReleaseOnStop for such callbacks; the check is a guard, not a proof.
 	ReleaseOnStop bool
 
 	// ReleaseTimeout bounds each release request. Zero means DefaultReleaseTimeout. Run's
