@@ -83,6 +83,14 @@ func (t *turn) apply(ctx context.Context, d decision) (again bool, err error) {
 		return true, nil
 	case actAdopt:
 		t.adopt()
+	case actRepublish:
+		st.Holder, st.HolderUID = t.in.g.rec.Name, t.in.g.holderUID
+		if st.Phase != lockv1.PhaseReleasing && t.in.g.rec.Phase == lockv1.PhaseReleasing {
+			publishReleasing(st, t.in.g.rec.Reason)
+			t.ackReleasing()
+		}
+		t.event(nil, corev1.EventTypeWarning, lockv1.ReasonStatusCorrupt, "Republish",
+			"%s; republished the holder from etcd (only the manager may write distributedlocks/status)", d.why)
 	case actSuspend:
 		st.Phase = lockv1.PhaseSuspended
 	case actDropFinalizer:

@@ -87,6 +87,9 @@ const (
 	actEnd
 	// actAdopt: publish a grant etcd has and status does not.
 	actAdopt
+	// actRepublish: the status names another holder than etcd's grant of the published
+	// token (a hand edit): publish the holder etcd has, end no term.
+	actRepublish
 	// actDiscard: delete an unpublished grant that may not replace the published Held holder
 	// yet, then decide again (the published term's key is gone).
 	actDiscard
@@ -127,6 +130,12 @@ func decide(in *input) decision {
 		return decision{verb: actRegress, requeue: regressionRecheck, why: fmt.Sprintf("etcd is at revision %d, below status.maxFencingToken %d", in.rev, st.MaxFencingToken)}
 	case g.present() && g.token > st.MaxFencingToken:
 		return decideUnpublished(in)
+	case g.present() && g.token == st.FencingToken && (g.holderUID != st.HolderUID || (g.rec.Name != "" && g.rec.Name != st.Holder)):
+		// The token is the key's CreateRevision: the status of that token can name only the
+		// pod etcd granted it to. A status naming another is corrupt (a hand edit), never a
+		// term to end.
+		return decision{verb: actRepublish, why: fmt.Sprintf("status named %s (uid %s) as the holder of token %d, which etcd granted to %s (uid %s)",
+			orNone(st.Holder), orNone(string(st.HolderUID)), g.token, orNone(g.rec.Name), g.holderUID)}
 	case st.HolderUID == "":
 		return decideNoHolder(in)
 	case st.Phase == lockv1.PhaseReleasing:
@@ -265,4 +274,12 @@ func minPositive(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
+}
+
+// orNone is s, or "none" when s is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

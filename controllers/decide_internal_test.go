@@ -104,6 +104,14 @@ func TestDecide(t *testing.T) {
 		{"no holder, lock deleted: drop the finalizer", newScene().noHolderPublished().do(func(in *input) { in.deleting = true }), want{verb: actDropFinalizer}},
 		// Holder eligible: nothing.
 		{"holder eligible: nothing", newScene(), want{verb: actWait}},
+		// A status naming another holder than etcd's grant of its token: corrupt, republished.
+		{"status names another holder of the token (hand edit): republish, end nothing", newScene().do(func(in *input) {
+			in.status.Holder, in.status.HolderUID = "a-2", "uid-a-2"
+		}), want{verb: actRepublish}},
+		{"status names no holder for the token etcd holds: republish", newScene().do(func(in *input) {
+			in.status.Holder, in.status.HolderUID = "", ""
+		}), want{verb: actRepublish}},
+		{"status names the holder by another name: republish", newScene().do(func(in *input) { in.status.Holder = "someone" }), want{verb: actRepublish}},
 		// Attested termination: end at once, grant the next.
 		{"attested: Succeeded, all terminated", newScene().holder(deleting(), phase(corev1.PodSucceeded), containers(terminated("app", 0))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
 		{"attested: Failed, all terminated", newScene().holder(phase(corev1.PodFailed), containers(terminated("app", 1))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
@@ -179,7 +187,7 @@ func TestDecide(t *testing.T) {
 		{"holder release for term N after N+1 started for the same pod: ignored", newScene().holderRelease("uid-a-0", tok).do(func(in *input) {
 			in.status.FencingToken, in.status.MaxFencingToken, in.g.token, in.status.History[0].Token = tok+5, tok+5, tok+5, tok+5
 		}), want{verb: actWait}},
-		{"holder release naming status that etcd contradicts (its key names another pod): ignored", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.g.holderUID = "uid-x" }), want{verb: actWait}},
+		{"holder release naming status that etcd contradicts (its key names another pod): not taken; the status is republished from etcd", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.g.holderUID = "uid-x" }), want{verb: actRepublish}},
 		{"holder release of the published term, an unpublished grant in etcd: adopt it", newScene().holderRelease("uid-a-0", tok).do(func(in *input) {
 			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
 		}), want{verb: actAdopt}},

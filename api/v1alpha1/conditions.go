@@ -61,6 +61,10 @@ const (
 	// ReasonReleaseRequestIgnored means an AnnotationReleaseRequest named a token that is not
 	// the current term's (or could not be parsed): nothing changed.
 	ReasonReleaseRequestIgnored = "ReleaseRequestIgnored"
+	// ReasonStatusCorrupt (Events only): the status named another holder for its token than
+	// etcd's grant (a hand edit of distributedlocks/status); the controller republished the
+	// holder from etcd and ended no term.
+	ReasonStatusCorrupt = "StatusCorrupt"
 )
 
 // Reasons used only in conditions.
