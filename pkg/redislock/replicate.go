@@ -83,9 +83,23 @@ func pipelineReadTimeout(rdb redis.UniversalClient) (d time.Duration, ok bool) {
 	case *redis.ClusterClient:
 		return r.Options().ReadTimeout, true
 	case *redis.Ring:
-		return r.Options().ReadTimeout, true
+		return ringReadTimeout(r.Options().ReadTimeout), true
 	}
 	return 0, false
+}
+
+// ringReadTimeout is the read deadline a Ring's shard clients use for a RingOptions
+// ReadTimeout: go-redis leaves a Ring's options as set, and each shard's client turns 0
+// into its 5 s default and -1 into none (go-redis Options.init); a ClusterClient's Options()
+// already holds the effective value.
+func ringReadTimeout(set time.Duration) time.Duration {
+	switch {
+	case set == 0:
+		return 5 * time.Second
+	case set < 0:
+		return 0
+	}
+	return set
 }
 
 // checkWaitTimeout reports an ErrInvalid when the WAIT would be read with a

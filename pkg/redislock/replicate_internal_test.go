@@ -86,3 +86,15 @@ func TestCheckWaitTimeout(t *testing.T) {
 		})
 	}
 }
+
+func TestRingReadTimeout(t *testing.T) {
+	for _, tc := range []struct{ set, want time.Duration }{
+		{0, 5 * time.Second}, // go-redis's default for each shard
+		{-1, 0},              // no deadline
+		{2 * time.Second, 2 * time.Second},
+	} {
+		if got := ringReadTimeout(tc.set); got != tc.want {
+			t.Errorf("ringReadTimeout(%v) = %v, want %v", tc.set, got, tc.want)
+		}
+	}
+}
