@@ -40,12 +40,8 @@ func (t *turn) routeBefore(ctx context.Context) {
 // listedNow is the pod UID the lock's EndpointSlice lists, read uncached; "" for none. A
 // failed read answers a UID no status holds, so that the slice is emptied.
 func (t *turn) listedNow(ctx context.Context) types.UID {
-	reader := t.r.APIReader
-	if reader == nil {
-		reader = t.r.Client
-	}
 	var s discoveryv1.EndpointSlice
-	err := reader.Get(ctx, client.ObjectKey{Namespace: t.lock.Namespace, Name: routingSliceName(t.lock.Spec.Routing.Service)}, &s)
+	err := t.uncached().Get(ctx, client.ObjectKey{Namespace: t.lock.Namespace, Name: routingSliceName(t.lock.Spec.Routing.Service)}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		return ""
@@ -102,20 +98,10 @@ func (t *turn) syncRoute(ctx context.Context, st *lockv1.DistributedLockStatus) 
 	t.r.routes.problem(t.key, "")
 	t.dropRoutes(ctx, svcName) // a slice left from an earlier spec.routing.service
 	want := t.routingSlice(svc, r)
-	var cur discoveryv1.EndpointSlice
-	err := t.r.Client.Get(ctx, client.ObjectKeyFromObject(want), &cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		err = t.r.Client.Create(ctx, want)
-	case err != nil:
-	case cur.AddressType != want.AddressType: // immutable
-		if err = t.r.Client.Delete(ctx, &cur); err == nil || apierrors.IsNotFound(err) {
-			err = t.r.Client.Create(ctx, want)
-		}
-	case !equality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints) || !equality.Semantic.DeepEqual(cur.Ports, want.Ports) ||
-		!equality.Semantic.DeepEqual(cur.Labels, want.Labels):
-		cur.Endpoints, cur.Ports, cur.Labels = want.Endpoints, want.Ports, want.Labels
-		err = t.r.Client.Update(ctx, &cur)
+	err := t.writeSlice(ctx, t.r.Client, want)
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// the cache had not seen this replica's last write of the slice yet: read it uncached
+		err = t.writeSlice(ctx, t.uncached(), want)
 	}
 	if err != nil {
 		t.routingFailed(fmt.Errorf("write EndpointSlice %s: %w", want.Name, err))
@@ -135,6 +121,34 @@ func (t *turn) syncRoute(ctx context.Context, st *lockv1.DistributedLockStatus) 
 				"Service %s routes to no pod: %s", svcName, r.note)
 		}
 	}
+}
+
+// writeSlice makes the slice want exist with its content, read through reader.
+func (t *turn) writeSlice(ctx context.Context, reader client.Reader, want *discoveryv1.EndpointSlice) error {
+	var cur discoveryv1.EndpointSlice
+	err := reader.Get(ctx, client.ObjectKeyFromObject(want), &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = t.r.Client.Create(ctx, want)
+	case err != nil:
+	case cur.AddressType != want.AddressType: // immutable
+		if err = t.r.Client.Delete(ctx, &cur); err == nil || apierrors.IsNotFound(err) {
+			err = t.r.Client.Create(ctx, want)
+		}
+	case !equality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints) || !equality.Semantic.DeepEqual(cur.Ports, want.Ports) ||
+		!equality.Semantic.DeepEqual(cur.Labels, want.Labels):
+		cur.Endpoints, cur.Ports, cur.Labels = want.Endpoints, want.Ports, want.Labels
+		err = t.r.Client.Update(ctx, &cur)
+	}
+	return err
+}
+
+// uncached is the API reader (the client when none is set, as in unit tests).
+func (t *turn) uncached() client.Reader {
+	if t.r.APIReader != nil {
+		return t.r.APIReader
+	}
+	return t.r.Client
 }
 
 // routingSlice is the EndpointSlice that lists r for svc, owned by the lock.

@@ -248,6 +248,17 @@ func TestRoutingFollowsTheHolder(t *testing.T) {
 	t.Logf("EndpointSlice switches: %v", switches)
 	f.waitEvents(t, lockv1.ReasonRouted, "Normal", 3)
 	f.waitEvents(t, lockv1.ReasonUnrouted, "Normal", 2)
+	// A write right after this replica's own (the cache not showing it yet) must not fail:
+	// before, it conflicted and was reported as RoutingFailed (seen in the playground).
+	var evs eventsv1.EventList
+	if err := k8s.List(bg(), &evs, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason == lockv1.ReasonRoutingFailed {
+			t.Errorf("Warning %s: %s", e.Reason, e.Note)
+		}
+	}
 }
 
 // TestRoutingRefusesAServiceWithASelector: Kubernetes manages such a Service's endpoints, so
