@@ -133,6 +133,11 @@ type validity struct {
 func judge(spec *lockv1.DistributedLockSpec, selErr error, pods []corev1.Pod) validity {
 	switch {
 	case selErr != nil:
+		// One line that names the field and the bad key or value, not the label parser's
+		// multi-line error.
+		if msg := lockv1.SelectorProblem(spec.Candidates.Selector); msg != "" {
+			return validity{reason: lockv1.ReasonInvalidSelector, message: msg}
+		}
 		return validity{reason: lockv1.ReasonInvalidSelector, message: selErr.Error()}
 	case len(pods) == 0:
 		return validity{reason: lockv1.ReasonNoCandidates, message: "spec.candidates.selector matches no pod in the namespace"}
