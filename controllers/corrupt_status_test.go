@@ -33,8 +33,11 @@ func TestHandEditedHolderIsRepublished(t *testing.T) {
 	if now.Status.HolderUID != held.Status.HolderUID || now.Status.FencingToken != held.Status.FencingToken || now.Status.Transitions != held.Status.Transitions {
 		t.Errorf("after the edit: %s, want a-0's term unchanged (token %d, transitions %d)", describe(now), held.Status.FencingToken, held.Status.Transitions)
 	}
-	time.Sleep(3 * time.Second) // longer than the lease: a term ended by the edit would show by now
-	if l := f.get("lock"); l.Status.FencingToken != held.Status.FencingToken || l.Status.Phase != lockv1.PhaseHeld {
-		t.Errorf("3 s after the edit: %s, want a-0's term %d still Held", describe(l), held.Status.FencingToken)
+	// For longer than the lease, the term must stay as it was: a term the edit ended would
+	// show Releasing or a new token within that time.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if l := f.get("lock"); l.Status.FencingToken != held.Status.FencingToken || l.Status.Phase != lockv1.PhaseHeld {
+			t.Fatalf("after the edit: %s, want a-0's term %d still Held", describe(l), held.Status.FencingToken)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func TestRoutingFailoverEmptiesBeforeReleasing(t *testing.T) {
 	f.waitFor("db", 30*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
 	eventually(t, 10*time.Second, func() bool { return fmt.Sprint(slicePods(f.routedSlice("db"))) == "[]" },
 		func() string { return fmt.Sprintf("EndpointSlice lists %v, want []", slicePods(f.routedSlice("db"))) })
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, 5*time.Second, func() bool { return log.lastSliceLists() }, func() string { return "the watch saw no empty slice" })
 	cancel()
 	switches := log.check(t)
 	t.Logf("EndpointSlice switches: %v", switches)
@@ -98,7 +98,7 @@ func TestRoutingFailoverEmptiesBeforeNextHolder(t *testing.T) {
 		func() string {
 			return fmt.Sprintf("EndpointSlice lists %v, want [db-1]", slicePods(f.routedSlice("db")))
 		})
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, 5*time.Second, func() bool { return log.lastSliceLists("db-1") }, func() string { return "the watch saw no slice listing db-1" })
 	cancel()
 	switches := log.check(t)
 	t.Logf("EndpointSlice switches: %v", switches)

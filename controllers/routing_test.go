@@ -76,13 +76,18 @@ func (f *fixture) recordRoutes(ctx context.Context, lock string) *routeLog {
 	return log
 }
 
-// lastSliceLists says whether the newest slice event lists exactly pod.
-func (l *routeLog) lastSliceLists(pod string) bool {
+// lastSliceLists says whether the newest slice event lists exactly pods (none: an empty or
+// deleted slice).
+func (l *routeLog) lastSliceLists(pods ...string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := len(l.events) - 1; i >= 0; i-- {
 		if e := l.events[i]; e.slice != nil {
-			return !e.gone && len(e.slice.Endpoints) == 1 && e.slice.Endpoints[0].TargetRef.Name == pod
+			var listed []string
+			if !e.gone {
+				listed = slicePods(e.slice)
+			}
+			return fmt.Sprint(listed) == fmt.Sprint(pods)
 		}
 	}
 	return false

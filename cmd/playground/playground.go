@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -245,7 +244,7 @@ func (p *playground) demo(ctx context.Context) error {
 func (p *playground) waitWrites(ctx context.Context, uid string, token int64, n int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if got, err := p.entries(ctx, uid, token); err == nil && got >= n {
+		if got, err := countEntries(ctx, p.ledgerAt, uid, token); err == nil && got >= n {
 			return nil
 		}
 		select {
@@ -255,29 +254,6 @@ func (p *playground) waitWrites(ctx context.Context, uid string, token int64, n 
 		}
 	}
 	return fmt.Errorf("no %d ledger writes within 60 s (see %s/worker-*.log)", n, p.dir)
-}
-
-func (p *playground) entries(ctx context.Context, uid string, token int64) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ledgerAt+"/entries", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var es []ledger.Entry
-	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range es {
-		if e.Writer == uid && e.Token == token {
-			n++
-		}
-	}
-	return n, nil
 }
 
 func (p *playground) hint() {
