@@ -19,7 +19,7 @@ var errStaleLock = errors.New("decision needs the lock read uncached")
 // writesEtcd reports whether applying d writes etcd.
 func writesEtcd(d decision) bool {
 	switch d.verb {
-	case actDropStale, actDiscard, actGrant, actRegrant, actRelease, actKeep, actEnd:
+	case actDropStale, actDiscard, actGrant, actRegrant, actRelease, actKeep, actEnd, actRepublish:
 		return true
 	}
 	return false
@@ -84,13 +84,12 @@ func (t *turn) apply(ctx context.Context, d decision) (again bool, err error) {
 	case actAdopt:
 		t.adopt()
 	case actRepublish:
+		// The pod the edit named may have led the token by it: the term goes through
+		// Releasing and the full lock delay, which nothing shortens (decideReleasing).
 		st.Holder, st.HolderUID = t.in.g.rec.Name, t.in.g.holderUID
-		if st.Phase != lockv1.PhaseReleasing && t.in.g.rec.Phase == lockv1.PhaseReleasing {
-			publishReleasing(st, t.in.g.rec.Reason)
-			t.ackReleasing()
-		}
 		t.event(nil, corev1.EventTypeWarning, lockv1.ReasonStatusCorrupt, "Republish",
-			"%s; republished the holder from etcd (only the manager may write distributedlocks/status)", d.why)
+			"%s; republished the holder from etcd as Releasing: the full lock delay before anyone leads again (only the manager may write distributedlocks/status)", d.why)
+		return false, t.startReleasing(ctx, lockv1.ReasonStatusCorrupt, false)
 	case actSuspend:
 		st.Phase = lockv1.PhaseSuspended
 	case actDropFinalizer:

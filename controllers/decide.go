@@ -201,11 +201,15 @@ func decideHeld(in *input) decision {
 // decideReleasing handles a published Releasing term: back to Held, on to the next, or wait.
 func decideReleasing(in *input) decision {
 	st, g := in.status, in.g
+	ours := g.present() && g.token == st.FencingToken
+	// A term republished from a corrupt status: a pod the edit named may have led its token,
+	// so neither the holder's release nor its attested stop, nor a return to Held, may cut
+	// the full delay short.
+	corrupt := releasingReason(st) == lockv1.ReasonStatusCorrupt || (ours && g.rec.Reason == lockv1.ReasonStatusCorrupt)
 	e := termEnd(in)
-	if e.attested {
+	if e.attested && !corrupt {
 		return endTerm(in, e.reason)
 	}
-	ours := g.present() && g.token == st.FencingToken
 	if ours && g.rec.Phase == lockv1.PhaseHeld {
 		// etcd says Held, status says Releasing: a return to Held whose status write was lost
 		// or is still in flight (a deposed replica's). Record Releasing again and count the
@@ -222,7 +226,7 @@ func decideReleasing(in *input) decision {
 	// An operator's release never returns to Held, even once its annotation is gone (a
 	// GitOps tool re-applying the manifest): the term ends after the full delay.
 	byOperator := releasingReason(st) == lockv1.ReasonOperatorRelease || (ours && g.rec.Reason == lockv1.ReasonOperatorRelease)
-	if e.reason == "" && ours && !byOperator {
+	if e.reason == "" && ours && !byOperator && !corrupt {
 		need := returnAfter(st)
 		switch {
 		case in.clocks.eligibleAgain >= need && in.clocks.mayReturn:

@@ -112,6 +112,17 @@ func TestDecide(t *testing.T) {
 			in.status.Holder, in.status.HolderUID = "", ""
 		}), want{verb: actRepublish}},
 		{"status names the holder by another name: republish", newScene().do(func(in *input) { in.status.Holder = "someone" }), want{verb: actRepublish}},
+		// After a republish the term is Releasing (StatusCorrupt): only the full delay ends it.
+		{"republished term, holder attested stopped: still the full delay", newScene().releasing(time.Second).holder(phase(corev1.PodSucceeded), containers(terminated("app", 0))).do(func(in *input) {
+			in.status.History[0].Reason, in.g.rec.Reason = lockv1.ReasonStatusCorrupt, lockv1.ReasonStatusCorrupt
+		}), want{verb: actWait}},
+		{"republished term, holder eligible again: no return to Held", newScene().releasing(time.Second).do(func(in *input) {
+			in.status.History[0].Reason, in.g.rec.Reason = lockv1.ReasonStatusCorrupt, lockv1.ReasonStatusCorrupt
+			in.clocks.eligibleAgain, in.clocks.mayReturn = time.Minute, true
+		}), want{verb: actWait}},
+		{"republished term, the full delay waited: end, grant next", newScene().releasing(wait).do(func(in *input) {
+			in.status.History[0].Reason, in.g.rec.Reason = lockv1.ReasonStatusCorrupt, lockv1.ReasonStatusCorrupt
+		}), want{verb: actEnd, reason: lockv1.ReasonStatusCorrupt, next: "a-1"}},
 		// Attested termination: end at once, grant the next.
 		{"attested: Succeeded, all terminated", newScene().holder(deleting(), phase(corev1.PodSucceeded), containers(terminated("app", 0))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
 		{"attested: Failed, all terminated", newScene().holder(phase(corev1.PodFailed), containers(terminated("app", 1))), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},

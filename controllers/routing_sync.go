@@ -99,8 +99,9 @@ func (t *turn) syncRoute(ctx context.Context, st *lockv1.DistributedLockStatus) 
 	t.dropRoutes(ctx, svcName) // a slice left from an earlier spec.routing.service
 	want := t.routingSlice(svc, r)
 	err := t.writeSlice(ctx, t.r.Client, want)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && t.r.Election.Valid() {
 		// the cache had not seen this replica's last write of the slice yet: read it uncached
+		// (and only while still elected: a conflict may be the new epoch's write)
 		err = t.writeSlice(ctx, t.uncached(), want)
 	}
 	if err != nil {

@@ -61,9 +61,10 @@ const (
 	// ReasonReleaseRequestIgnored means an AnnotationReleaseRequest named a token that is not
 	// the current term's (or could not be parsed): nothing changed.
 	ReasonReleaseRequestIgnored = "ReleaseRequestIgnored"
-	// ReasonStatusCorrupt (Events only): the status named another holder for its token than
-	// etcd's grant (a hand edit of distributedlocks/status); the controller republished the
-	// holder from etcd and ended no term.
+	// ReasonStatusCorrupt: the status named another holder for its token than etcd's grant (a
+	// hand edit of distributedlocks/status). The controller republishes etcd's holder as
+	// Releasing (a pod the edit named may have led the token) and waits the full lock delay,
+	// which nothing shortens; the reason is on the Event and the term's history entry.
 	ReasonStatusCorrupt = "StatusCorrupt"
 )
 
