@@ -37,6 +37,10 @@ type runner struct {
 	// pending counts releases queued and not yet sent or skipped.
 	pending atomic.Int32
 
+	// Config.SingleTerm only (see singleTerm); verdicts is nil without it.
+	verdicts      chan<- bool
+	stoppedCalled bool // OnStoppedLeading was called; only run uses it
+
 	mu     sync.Mutex
 	queue  []task
 	closed bool
@@ -46,6 +50,13 @@ type runner struct {
 func newRunner(cbs Callbacks, stopDone func()) *runner {
 	return &runner{cbs: cbs, stopDone: stopDone, wake: make(chan struct{}, 1)}
 }
+
+// singleTerm gives the runner Config.SingleTerm's contract: for every start task it tells the
+// loop on verdicts whether OnStartedLeading is called (true) or the term was skipped (false),
+// before calling it; and when the queue is drained after close it calls OnStoppedLeading if it
+// has not been called yet. verdicts needs a capacity of 1: the loop starts no term while a
+// verdict is due, so at most one is ever pending.
+func (r *runner) singleTerm(verdicts chan<- bool) { r.verdicts = verdicts }
 
 func (r *runner) start(t *term) { r.push(task{kind: taskStart, term: t}) }
 func (r *runner) stop(t *term, j *releaseJob) {
@@ -106,12 +117,22 @@ func (r *runner) run() {
 	for {
 		t, closed, ok := r.next()
 		if !ok {
+			if r.verdicts != nil && !r.stoppedCalled && r.cbs.OnStoppedLeading != nil {
+				r.cbs.OnStoppedLeading() // SingleTerm: always once when Run ends, as client-go's defer
+			}
 			return
 		}
 		switch t.kind {
 		case taskStart:
 			// A term that ended before its turn came is skipped, with its stop.
-			if t.term.ctx.Err() != nil {
+			skipped := t.term.ctx.Err() != nil
+			if r.verdicts != nil {
+				select {
+				case r.verdicts <- !skipped:
+				default: // cannot happen: at most one verdict is pending
+				}
+			}
+			if skipped {
 				continue
 			}
 			t.term.started = true
@@ -122,6 +143,7 @@ func (r *runner) run() {
 		case taskStop:
 			if t.term.started && r.cbs.OnStoppedLeading != nil {
 				r.cbs.OnStoppedLeading()
+				r.stoppedCalled = true
 			}
 			r.stopDone()
 			switch j := t.release; {

@@ -22,6 +22,9 @@ const (
 	// DefaultReleaseTimeout is Config.ReleaseTimeout when unset.
 	DefaultReleaseTimeout = 5 * time.Second
 
+	// DefaultLivenessTimeout is Config.LivenessTimeout when unset.
+	DefaultLivenessTimeout = 20 * time.Second
+
 	// minDefaultMargin is the smallest default margin of a term (unless L/4 is smaller).
 	minDefaultMargin = 2 * time.Second
 )
@@ -91,6 +94,25 @@ type Config struct {
 	// return waits for a release due at shutdown for at most this long. Must not be negative.
 	ReleaseTimeout time.Duration
 
+	// SingleTerm gives Run client-go's callback contract (default false; RunOrDie sets it).
+	// With it, Run returns once its first term has ended: the term's OnStartedLeading has
+	// returned, OnStoppedLeading has run and any release due has been sent (see
+	// ReleaseOnStop, Release); or, as always, when its context ends. OnStartedLeading is
+	// called at most once per Run, and OnStoppedLeading exactly once when Run ends, whether
+	// or not a term started (client-go defers it in Run): do not assume it follows
+	// OnStartedLeading. A new token for this pod ends the first term and Run returns; it is
+	// not led. A term that starts and ends while an OnNewHolder call still runs (so its
+	// OnStartedLeading was never called) does not count: Run goes on to the next term, and
+	// Valid() was true during the skipped one, as without SingleTerm. Without SingleTerm, Run
+	// leads term after term until its context ends, and OnStoppedLeading follows only terms
+	// whose OnStartedLeading was called.
+	SingleTerm bool
+
+	// LivenessTimeout is how long, beyond StopBudget, the callbacks of an ended term may
+	// still be running before LivezCheck fails. Zero means DefaultLivenessTimeout. Must not be
+	// negative.
+	LivenessTimeout time.Duration
+
 	// Log receives term changes (Info) and failed reads (V(1)). The zero Logger discards.
 	Log logr.Logger
 
@@ -144,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReleaseTimeout == 0 {
 		c.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	if c.LivenessTimeout == 0 {
+		c.LivenessTimeout = DefaultLivenessTimeout
+	}
 	switch {
 	case c.Config == nil:
 		return c, invalid("Config", "required")
@@ -159,6 +184,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, invalid("StopBudget", fmt.Sprintf("%v is negative", c.StopBudget))
 	case c.ReleaseTimeout < 0:
 		return c, invalid("ReleaseTimeout", fmt.Sprintf("%v is negative", c.ReleaseTimeout))
+	case c.LivenessTimeout < 0:
+		return c, invalid("LivenessTimeout", fmt.Sprintf("%v is negative", c.LivenessTimeout))
 	}
 	if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
 		return c, invalid("Namespace", fmt.Sprintf("%q: %s", c.Namespace, strings.Join(errs, "; ")))

@@ -38,6 +38,12 @@ type Elector struct {
 	// the loop does not lead it again. Only a release the API server refused puts it back.
 	released atomic.Int64
 
+	// leader is the holder of the newest accepted observation while it is Held (GetLeader);
+	// nil otherwise. Only the decision loop stores it.
+	leader atomic.Pointer[leaderView]
+	// count holds the counters Collector reports.
+	count counters
+
 	mu    sync.Mutex
 	ready readiness // guarded by mu
 }
@@ -89,7 +95,8 @@ func New(cfg Config) (*Elector, error) {
 
 // Run elects until ctx ends: it reads the lock, watches it and calls the callbacks. It returns
 // nil once ctx has ended and every goroutine it started has returned, including the callbacks
-// (OnStartedLeading returned and OnStoppedLeading ran for a term open at that moment). It
+// (OnStartedLeading returned and OnStoppedLeading ran for a term open at that moment). With
+// Config.SingleTerm it also returns, the same way, once its first term has ended. It
 // returns ErrAlreadyRan at once when called a second time. A release due when ctx ends (see
 // Config.ReleaseOnStop) is sent before Run returns, within Config.ReleaseTimeout.
 func (e *Elector) Run(ctx context.Context) error {
@@ -113,15 +120,25 @@ func (e *Elector) Run(ctx context.Context) error {
 	cb := newRunner(e.cfg.Callbacks, e.stopDone)
 	// A release due at shutdown is sent after Run's context ended: bounded by ReleaseTimeout.
 	relCtx := context.WithoutCancel(ctx)
-	cb.send = func(j *releaseJob) { j.finish(e.sendRelease(relCtx, j.token)) }
+	cb.send = func(j *releaseJob) {
+		err := e.sendRelease(relCtx, j.token)
+		e.count.release(err)
+		j.finish(err)
+	}
 	cb.skip = e.skipRelease
+	var verdicts chan bool // nil without SingleTerm: the loop never receives from it
+	if e.cfg.SingleTerm {
+		verdicts = make(chan bool, 1)
+		cb.singleTerm(verdicts)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { e.readLoop(ctx, readNow, observations) })
 	wg.Go(func() { e.watchLoop(ctx, observations) })
 	wg.Go(cb.run)
 
-	l := &loop{e: e, ctx: ctx, cb: cb, readNow: readNow, log: e.log()}
-	l.run(observations) // returns when ctx ends, after ending any open term
+	l := &loop{e: e, ctx: ctx, cb: cb, readNow: readNow, verdicts: verdicts, log: e.log()}
+	l.run(observations) // returns when ctx ends (or SingleTerm's term ended), after ending any open term
+	cancel()            // ends the reads and the watch when SingleTerm's term ended first
 	close(e.loopDone)
 	cb.close()
 	wg.Wait()
@@ -210,6 +227,7 @@ func (e *Elector) readDone(sent instant, lease time.Duration) {
 		e.ready.lastRead = sent
 	}
 	e.ready.readErr = nil
+	e.count.readsOK.Add(1)
 	if lease > 0 {
 		e.ready.readLimit = readLimit(&e.cfg, lease)
 	}
@@ -220,6 +238,7 @@ func (e *Elector) readFailed(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.ready.readErr = err
+	e.count.readsFailed.Add(1)
 }
 
 // setRefused records why a grant to this pod is refused, or nil.

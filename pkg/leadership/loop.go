@@ -36,6 +36,14 @@ type loop struct {
 	readNow chan<- struct{}
 	log     logr.Logger
 
+	// Config.SingleTerm only. verdicts says, for the term started last, whether the runner
+	// called its OnStartedLeading (nil without SingleTerm). awaiting: a term started and its
+	// verdict is due; no other term starts meanwhile. consumed: OnStartedLeading was called,
+	// so no other term starts and the loop ends with that term.
+	verdicts <-chan bool
+	awaiting bool
+	consumed bool
+
 	// Ordering of observations (see accept).
 	seenRV   uint64
 	haveRV   bool
@@ -59,7 +67,7 @@ func (l *loop) run(observations <-chan observation) {
 	l.deadline = time.NewTimer(time.Hour)
 	l.deadline.Stop()
 	defer l.deadline.Stop()
-	for {
+	for !l.finished() {
 		select {
 		case <-l.ctx.Done():
 			l.endReleasing("elector stopped")
@@ -70,6 +78,28 @@ func (l *loop) run(observations <-chan observation) {
 			l.release(done)
 		case <-l.deadline.C:
 			l.checkDeadline()
+		case started := <-l.verdicts:
+			l.verdict(started)
+		}
+	}
+}
+
+// finished reports whether SingleTerm's one term has ended: Run stops electing.
+func (l *loop) finished() bool { return l.consumed && l.term == nil }
+
+// verdict takes the runner's word on the term started last (SingleTerm): its OnStartedLeading
+// was called, so it is Run's one term; or it was skipped (it ended while an OnNewHolder call
+// ran), so the pod campaigns on, and a read now tells whether a grant stands.
+func (l *loop) verdict(started bool) {
+	l.awaiting = false
+	if started {
+		l.consumed = true
+		return
+	}
+	if l.term == nil {
+		select {
+		case l.readNow <- struct{}{}:
+		default: // a read is already due
 		}
 	}
 }
@@ -90,6 +120,7 @@ func (l *loop) observe(o observation) {
 		}
 		// No lock, so no holder: a read that finds none is newer than anything seen before it.
 		l.view = view{}
+		l.e.leader.Store(nil)
 		l.end("lock not found")
 		l.reported = holderKey{}
 		l.e.setRefused(nil)
@@ -100,6 +131,7 @@ func (l *loop) observe(o observation) {
 	}
 	st := &o.lock.Status
 	l.view = view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}
+	l.e.setLeader(st)
 	// A released token is not led again, by this process or a later one of the same pod: the
 	// controller ends that term.
 	g := judge(o.lock, l.e.cfg.Identity, l.e.released.Load())
@@ -112,6 +144,9 @@ func (l *loop) observe(o observation) {
 	}
 	if l.term != nil && (!mine || st.FencingToken != l.term.token) {
 		l.endReleasing(endReason(st, l.e.cfg.Identity))
+		if l.finished() {
+			return // SingleTerm: Run ends; a new grant is not reported or led
+		}
 	}
 	if st.Phase == lockv1.PhaseHeld {
 		if k := (holderKey{st.HolderUID, st.FencingToken}); k != l.reported {
@@ -146,6 +181,9 @@ func (l *loop) observe(o observation) {
 		return // confirmed too late to lead; the next read decides
 	}
 	if l.term == nil {
+		if l.awaiting {
+			return // SingleTerm: the last term's verdict is due; the next read decides
+		}
 		l.start(st.FencingToken, deadline)
 		return
 	}
@@ -195,6 +233,8 @@ func (l *loop) start(token int64, deadline instant) {
 	l.term = &term{token: token, ctx: ctx, cancel: cancel}
 	l.e.led.Store(&termView{token: token, deadline: deadline})
 	l.deadline.Reset(deadline.sub(now()))
+	l.e.count.terms.Add(1)
+	l.awaiting = l.verdicts != nil
 	l.cb.start(l.term)
 	l.log.Info("leading", "token", token, "validFor", deadline.sub(now()).Round(time.Millisecond))
 }
