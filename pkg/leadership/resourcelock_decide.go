@@ -1,0 +1,91 @@
+package leadership
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+var (
+	// ErrNotGranted is wrapped by the error ResourceLock.Update returns when the newest
+	// consistent read does not show the lock Held by this pod under a token it may lead.
+	ErrNotGranted = errors.New("leadership: the lock is not granted to this pod")
+	// ErrTimingsRefused is wrapped by the error ResourceLock.Update returns when the lock's
+	// term lease is too short for the manager's timings: a renewal could let client-go go on
+	// leading after the term's validity ended.
+	ErrTimingsRefused = errors.New("leadership: the lock's term lease is too short for the manager's timings")
+	// errConfirmedLate: the read confirmed the term, but took so long that less than the
+	// manager's belief window is left; the next read may succeed.
+	errConfirmedLate = errors.New("leadership: the read confirmed the term too late to renew")
+)
+
+// timings are client-go's renewal timings as the manager runs them.
+type timings struct {
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+// belief is how long client-go may go on leading after a renewal succeeded: its next renewal
+// round starts RetryPeriod after this one returned and gives up RenewDeadline after that.
+func (t timings) belief() time.Duration { return t.renewDeadline + t.retryPeriod }
+
+// renewal is what one consistent read means for the manager's claim to lead.
+type renewal struct {
+	token    int64
+	deadline instant // the term's validity: the read's send time + lease - margin
+	err      error   // why the claim fails; nil when the manager may lead
+}
+
+// decideRenewal judges a consistent read of lock sent at sent and answered at done, for a
+// pod whose grant is g, under the manager's timings t and margin m(lease). A renewal succeeds
+// only when the validity it confirms outlasts everything client-go does with it: from done,
+// the manager may believe it leads for t.belief() more, so at least that much validity must be
+// left when the read returns.
+func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin time.Duration, t timings, sent, done instant) renewal {
+	if lock == nil {
+		return renewal{err: fmt.Errorf("%w: the lock does not exist", ErrNotGranted)}
+	}
+	st := &lock.Status
+	switch g {
+	case grantLead:
+	case grantReleased, grantResend:
+		return renewal{err: fmt.Errorf("%w: this pod released term %d", ErrNotGranted, st.FencingToken)}
+	default:
+		return renewal{err: fmt.Errorf("%w: %s", ErrNotGranted, describeStatus(st))}
+	}
+	if refused != nil {
+		return renewal{err: refused}
+	}
+	lease := time.Duration(st.TermLeaseSeconds) * time.Second
+	if lease-margin <= t.belief() {
+		return renewal{err: fmt.Errorf("%w: termLeaseSeconds %v minus the margin %v leaves %v, not more than RenewDeadline %v + RetryPeriod %v: raise spec.leaseDurationSeconds above %v or shorten the manager's RenewDeadline",
+			ErrTimingsRefused, lease, margin, lease-margin, t.renewDeadline, t.retryPeriod, (t.belief() + margin).Round(time.Second))}
+	}
+	deadline := sent.add(lease - margin)
+	if left := deadline.sub(done); left < t.belief() {
+		return renewal{err: fmt.Errorf("%w: %v of validity left, RenewDeadline + RetryPeriod need %v", errConfirmedLate, left.Round(time.Millisecond), t.belief())}
+	}
+	return renewal{token: st.FencingToken, deadline: deadline}
+}
+
+// describeStatus says who holds the lock, for errors and logs.
+func describeStatus(st *lockv1.DistributedLockStatus) string {
+	switch {
+	case st.Phase == "":
+		return "the lock has no status yet"
+	case st.Phase == lockv1.PhaseHeld:
+		return fmt.Sprintf("held by %s (token %d)", st.Holder, st.FencingToken)
+	case st.Holder != "":
+		return fmt.Sprintf("phase %s, last holder %s (token %d)", st.Phase, st.Holder, st.FencingToken)
+	default:
+		return "phase " + string(st.Phase)
+	}
+}
+
+// isNotGranted reports whether err says the lock is not granted to this pod.
+func isNotGranted(err error) bool { return errors.Is(err, ErrNotGranted) }
+
+// isLate reports whether err says the read confirmed the term too late.
+func isLate(err error) bool { return errors.Is(err, errConfirmedLate) }

@@ -1,0 +1,100 @@
+package leadership
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+func heldLock(uid string, token int64, lease int32) *lockv1.DistributedLock {
+	return &lockv1.DistributedLock{
+		ObjectMeta: metav1.ObjectMeta{Name: "op", Namespace: "ns"},
+		Status: lockv1.DistributedLockStatus{Phase: lockv1.PhaseHeld, Holder: "pod-" + uid, HolderUID: types.UID("uid-" + uid),
+			FencingToken: token, MaxFencingToken: token, TermLeaseSeconds: lease},
+	}
+}
+
+func TestDecideRenewal(t *testing.T) {
+	crDefaults := timings{renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
+	const sec = time.Second
+	sent := instant(100 * sec)
+	cases := []struct {
+		name    string
+		lock    *lockv1.DistributedLock
+		g       grant
+		refused error
+		margin  time.Duration
+		t       timings
+		done    instant
+		want    error // nil: renewed until sent + lease - margin
+	}{
+		{"granted, read fast", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(50 * time.Millisecond), nil},
+		{"granted, read took 900ms: 12.1s left", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(900 * time.Millisecond), nil},
+		{"granted, read took 1.5s: 11.5s left < 12s", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(1500 * time.Millisecond), errConfirmedLate},
+		{"lease 12s cannot cover 10s+2s after a 2s margin", heldLock("a", 7, 12), grantLead, nil, 2 * sec, crDefaults, sent, ErrTimingsRefused},
+		{"lease 14s leaves exactly 12s: refused (not more than)", heldLock("a", 7, 14), grantLead, nil, 2 * sec, crDefaults, sent, ErrTimingsRefused},
+		{"short timings on a short lease", heldLock("a", 7, 8), grantLead, nil, 2 * sec, timings{3 * sec, sec}, sent.add(time.Second), nil},
+		{"margin refused", heldLock("a", 7, 15), grantLead, errors.New("margin"), 2 * sec, crDefaults, sent, nil},
+		{"another holder", heldLock("b", 7, 15), grantNone, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
+		{"released token", heldLock("a", 7, 15), grantReleased, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
+		{"release lost", heldLock("a", 7, 15), grantResend, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
+		{"no lock", nil, grantNone, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := decideRenewal(c.lock, c.g, c.refused, c.margin, c.t, sent, c.done)
+			switch {
+			case c.refused != nil:
+				if !errors.Is(r.err, c.refused) {
+					t.Fatalf("err = %v, want the refusal %v", r.err, c.refused)
+				}
+			case c.want == nil:
+				lease := time.Duration(c.lock.Status.TermLeaseSeconds) * time.Second
+				if r.err != nil || r.token != c.lock.Status.FencingToken || r.deadline != sent.add(lease-c.margin) {
+					t.Fatalf("renewal = %+v, want token %d until sent+%v", r, c.lock.Status.FencingToken, lease-c.margin)
+				}
+			default:
+				if !errors.Is(r.err, c.want) || r.deadline != 0 || r.token != 0 {
+					t.Fatalf("renewal = %+v, want error %v and no term", r, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestRecord checks what client-go sees: only a grant this pod may lead names it; anything
+// else names a holder, so that client-go waits instead of calling Update.
+func TestRecord(t *testing.T) {
+	me := "uid-a"
+	releasing := heldLock("a", 7, 15)
+	releasing.Status.Phase = lockv1.PhaseReleasing
+	pending := heldLock("a", 0, 15)
+	pending.Status = lockv1.DistributedLockStatus{}
+	pending.Spec.LeaseDurationSeconds = 9
+	cases := []struct {
+		name    string
+		lock    *lockv1.DistributedLock
+		granted bool
+		holder  string
+		lease   int
+	}{
+		{"granted", heldLock("a", 7, 15), true, me, 15},
+		{"mine but refused", heldLock("a", 7, 15), false, "lockwarden:Held", 15},
+		{"another holder", heldLock("b", 7, 15), true, "uid-b", 15},
+		{"releasing", releasing, true, "lockwarden:Releasing", 15},
+		{"no status yet", pending, true, "lockwarden:Pending", 9},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := record(c.lock, me, c.granted)
+			if r.HolderIdentity != c.holder || r.LeaseDurationSeconds != c.lease || time.Since(r.RenewTime.Time) > time.Minute {
+				t.Fatalf("record = %+v, want holder %q lease %d renewed now", r, c.holder, c.lease)
+			}
+		})
+	}
+}

@@ -1,0 +1,154 @@
+package leadership
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// Get returns the lock as client-go's election record, from a consistent read. While the lock
+// is granted to this pod (Held, this pod's UID, a token it has not released, a term its timings
+// accept) the record names this pod, so client-go goes on to Update, which confirms the grant.
+// Otherwise it names the holder (its UID) or the phase ("lockwarden:Releasing") with a renew
+// time of now, so that client-go sees a valid lease and waits instead of calling Update.
+func (l *ResourceLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	lock, r, err := l.read(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if lock == nil {
+		// Not a NotFound error: client-go would call Create, which never succeeds.
+		return nil, nil, fmt.Errorf("leadership: %s does not exist; declare it (kind DistributedLock)", l.Describe())
+	}
+	rec := record(lock, l.Identity(), r.err == nil || isLate(r.err))
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("leadership: encode election record: %w", err)
+	}
+	return rec, raw, nil
+}
+
+// Update renews or acquires: it succeeds when a consistent read, sent now, shows the lock
+// granted to this pod with more than RenewDeadline + RetryPeriod of validity left when it
+// returns; the term's token is then Token(). It writes nothing. A record with no holder is
+// client-go's release (ReleaseOnCancel): it is ignored, because client-go sends it before
+// controller-runtime has stopped the controllers of a lost lease; RunManager's ReleaseOnStop
+// releases after they stopped.
+func (l *ResourceLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == "" {
+		l.led.Store(nil)
+		l.e.log().V(1).Info(errIgnoredRelease.Error())
+		return nil
+	}
+	if ler.HolderIdentity != l.Identity() {
+		return fmt.Errorf("leadership: %s cannot record holder %q: only lockwarden's controller grants the lock", l.Describe(), ler.HolderIdentity)
+	}
+	l.noteDeadline(ctx)
+	_, r, err := l.read(ctx)
+	if err != nil {
+		return err
+	}
+	return r.err
+}
+
+// read sends a consistent read and judges it: the term it confirms becomes the lock's term, a
+// read that confirms none ends it. It returns the lock (nil when it does not exist), the
+// judgement, and the read's error.
+func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renewal, error) {
+	sent := now()
+	rctx, cancel := context.WithTimeout(ctx, maxReadTimeout)
+	lock, err := l.e.get(rctx)
+	cancel()
+	done := now()
+	if err != nil {
+		// The confirmed term stays valid until its deadline: a failed read proves nothing.
+		l.mu.Lock()
+		l.readErr = err
+		l.mu.Unlock()
+		return nil, renewal{}, err
+	}
+	g := judge(lock, l.cfg.Identity, l.e.released.Load())
+	var refused error
+	if g == grantLead {
+		refused = l.e.cfg.refuses(time.Duration(lock.Status.TermLeaseSeconds) * time.Second)
+	}
+	margin := l.e.cfg.margin(leaseOf(lock))
+	r := decideRenewal(lock, g, refused, margin, l.timings(), sent, done)
+	l.settle(lock, g, r, sent)
+	if g == grantResend {
+		// A release this lock sent may have been lost: send it again (its outcome settles the
+		// token as Release does).
+		_ = l.e.sendRelease(ctx, lock.Status.FencingToken)
+	}
+	return lock, r, nil
+}
+
+// settle records what a read showed: the confirmed term, readiness, and refusals.
+func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, sent instant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sent > l.lastRead {
+		l.lastRead = sent
+	}
+	l.readErr = nil
+	if lease := leaseOf(lock); lease > 0 {
+		l.limit = readLimit(&l.e.cfg, lease)
+	}
+	prev := l.refused
+	l.refused = nil
+	if g == grantLead && isRefusal(r.err) {
+		if prev == nil {
+			l.e.log().Info("term refused", "token", lock.Status.FencingToken, "error", r.err.Error())
+		}
+		l.refused = r.err
+	}
+	if r.err != nil {
+		l.led.Store(nil)
+		return
+	}
+	v := &termView{token: r.token, deadline: r.deadline}
+	if old := l.led.Load(); old != nil && old.token == v.token && old.deadline > v.deadline {
+		v = old // an older read answered late: it does not shorten the term
+	}
+	l.led.Store(v)
+	if l.last == nil || l.last.token != v.token || l.last.deadline < v.deadline {
+		l.last = v
+	}
+}
+
+// isRefusal reports whether err refuses this pod's grant for good (the timings or the margin),
+// rather than for this read.
+func isRefusal(err error) bool {
+	return err != nil && !isNotGranted(err) && !isLate(err)
+}
+
+// record is the election record a lock shows client-go; granted says whether a grant to me
+// is one this pod may lead.
+func record(lock *lockv1.DistributedLock, me string, granted bool) *resourcelock.LeaderElectionRecord {
+	st := &lock.Status
+	rec := &resourcelock.LeaderElectionRecord{
+		LeaseDurationSeconds: max(int(leaseOf(lock)/time.Second), 1),
+		RenewTime:            metav1.NewTime(time.Now()),
+		LeaderTransitions:    int(st.Transitions),
+	}
+	if st.AcquireTime != nil {
+		rec.AcquireTime = *st.AcquireTime
+	}
+	switch {
+	case st.Phase == lockv1.PhaseHeld && string(st.HolderUID) == me && granted:
+		rec.HolderIdentity = me
+	case st.Phase == lockv1.PhaseHeld && string(st.HolderUID) != me:
+		rec.HolderIdentity = string(st.HolderUID)
+	case st.Phase == "":
+		rec.HolderIdentity = "lockwarden:Pending"
+	default:
+		rec.HolderIdentity = "lockwarden:" + string(st.Phase)
+	}
+	return rec
+}
