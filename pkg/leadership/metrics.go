@@ -58,16 +58,20 @@ type collector struct {
 //     applied).
 //
 // namespace and name are Config.Namespace and Config.Lock, fixed per collector, so the
-// collectors of Electors of different locks can share one registry; two of the same lock in
-// one registry are refused as duplicates.
+// collectors of Electors of different locks can share one registry.
+//
+// The collector is unchecked (Describe sends nothing): controller-runtime registers its own
+// leader_election_master_status gauge in metrics.Registry at init, and a registry refuses a
+// second checked collector describing that name, so a checked one could never share
+// controller-runtime's registry. The registry checks the series when it gathers instead: two
+// collectors of the same lock in one registry make every gather fail with duplicate series.
 //
 // Registering it in controller-runtime's metrics.Registry beside a manager that itself runs
 // leader election (LeaderElection: true) under the same name makes the registry serve
 // leader_election_master_status{name=<Lock>} twice: controller-runtime's own gauge reports
-// that name too, registration succeeds because the help text and labels agree, and every
-// scrape of the registry then fails with a "collected before with the same name and label
-// values" error (controller-runtime's metrics server answers it with HTTP 500, so every other
-// series is lost too). In such a process either let the manager's election report that series and
+// that name too, and every scrape of the registry then fails with a "collected before with
+// the same name and label values" error (controller-runtime's metrics server answers it with
+// HTTP 500, so every other series is lost too). In such a process either let the manager's election report that series and
 // register this collector in a registry of its own (prometheus.NewRegistry, served on another
 // path, for example through the metrics server's ExtraHandlers), or elect only through this
 // Elector. Managers electing under other names do not collide.
@@ -89,12 +93,9 @@ func (e *Elector) Collector() prometheus.Collector {
 	}
 }
 
-// Describe sends the descriptors of every metric.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.master, c.token, c.validSeconds, c.terms, c.reads, c.releases} {
-		ch <- d
-	}
-}
+// Describe sends nothing: the collector is unchecked (see Elector.Collector), so that it can
+// share a registry with controller-runtime's leader_election_master_status gauge.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect reads the Elector's state now and sends every metric.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {

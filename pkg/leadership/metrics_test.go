@@ -8,6 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
@@ -93,10 +98,16 @@ func TestCollector(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	reg := prometheus.NewPedanticRegistry() // also checks Collect against Describe
+	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(el.Collector())
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(zeroMetrics(ns))); err != nil {
 		t.Errorf("before Run: %v", err)
+	}
+	// Unchecked: a second collector of the same lock registers, and gathering then fails.
+	twice := prometheus.NewRegistry()
+	twice.MustRegister(el.Collector(), el.Collector())
+	if _, err := twice.Gather(); err == nil || !strings.Contains(err.Error(), "collected before with the same name and label values") {
+		t.Errorf("Gather with two collectors of one lock = %v, want a duplicate series error", err)
 	}
 
 	lock := map[string]string{"namespace": ns, "name": "leader"}
@@ -193,5 +204,55 @@ func TestCollector(t *testing.T) {
 	otherLock := map[string]string{"namespace": ns, "name": "other", "result": "refused"}
 	if ref, ownRef := value("lockwarden_leadership_releases_total", otherLock), value("lockwarden_leadership_releases_total", with("result", "refused")); ref != 1 || ownRef != 0 {
 		t.Errorf("releases{refused}: %v for lock other, %v for lock leader; want 1, 0", ref, ownRef)
+	}
+}
+
+// TestCollectorBesideControllerRuntimeElection shows what Collector's doc warns of: the
+// collector registers in controller-runtime's metrics.Registry (its help text and labels
+// agree with controller-runtime's leader_election_master_status), and the registry gathers
+// until a client-go election under the same name, as a manager with LeaderElection: true runs
+// it, reports that series too; from then on every gather fails.
+func TestCollectorBesideControllerRuntimeElection(t *testing.T) {
+	ns := namespace(t)
+	el, err := leadership.New(leadership.Config{Config: env.Config, Namespace: ns, Lock: "leader", Identity: "uid-a"})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c := el.Collector()
+	if err := metrics.Registry.Register(c); err != nil {
+		t.Fatalf("register in controller-runtime's metrics.Registry: %v, want nil", err)
+	}
+	defer metrics.Registry.Unregister(c)
+	if _, err := metrics.Registry.Gather(); err != nil {
+		t.Fatalf("Gather before a client-go election: %v, want nil", err)
+	}
+
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatalf("clientset: %v", err)
+	}
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"}, Client: cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "manager-0"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	leading, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, Name: "leader", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) { close(leading); <-ctx.Done() },
+				OnStoppedLeading: func() {},
+			},
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-leading:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the client-go election did not lead within 10s")
+	}
+	_, err = metrics.Registry.Gather()
+	if err == nil || !strings.Contains(err.Error(), "leader_election_master_status") || !strings.Contains(err.Error(), "collected before with the same name and label values") {
+		t.Errorf("Gather beside a client-go election of the same name = %v, want a duplicate leader_election_master_status error", err)
 	}
 }
