@@ -63,6 +63,35 @@
 //     holder's term as well as the pod itself. Releasing is exactly as strong as the right to
 //     mint tokens for the holder's service account; grant that right to no one else.
 //
+// # Client-go parity
+//
+// A program written for client-go's leaderelection moves over name for name:
+//
+//   - RunOrDie(ctx, cfg) is leaderelection.RunOrDie: New with Config.SingleTerm, panicking
+//     on an invalid Config, then Run. It hides the Elector; call New and Run when the work
+//     needs Valid() before its writes, or the checks and metrics below.
+//   - Config.SingleTerm is client-go's callback contract: Run returns after its first term,
+//     OnStartedLeading is called at most once and OnStoppedLeading exactly once, when Run ends,
+//     even if no term started. Without it an Elector leads term after term until ctx ends. A
+//     term skipped because an OnNewHolder call was still running does not count as the first.
+//   - OnStartedLeading gets the fencing token besides ctx, and Run waits for it to return
+//     (client-go starts it on a goroutine and returns without waiting). OnNewHolder gets the
+//     holder pod's name and token; client-go's OnNewLeader gets the identity.
+//   - GetLeader() is the holder pod's name (client-go's is the identity; GetLeaderUID() is
+//     ours), from the newest observation with phase Held; IsLeader() is Valid().
+//   - LivezCheck takes HealthzAdaptor's part, a liveness check that gets a stuck container
+//     restarted, but judges the work rather than the lease: client-go's fails while the
+//     process believes it leads and has not renewed for LeaseDuration + timeout; ours fails
+//     while an ended term's callbacks overrun Config.StopBudget + Config.LivenessTimeout (a
+//     term here cannot outlive its deadline, Valid() reads the clock). ReadyzCheck has no
+//     client-go counterpart.
+//   - Collector reports client-go's leader_election_master_status{name} and
+//     lockwarden_leadership_* series; leader_election_slowpath_total has no counterpart.
+//   - Timings: there is no LeaseDuration, RenewDeadline or RetryPeriod; the lock's
+//     spec.leaseDurationSeconds and the controller decide terms, and reads follow
+//     termLeaseSeconds/3. ReleaseOnStop and Release are ReleaseOnCancel, confirmed by the
+//     holder after its work stopped.
+//
 // # Guarantees
 //
 // While Valid() is true, a consistent read sent less than termLeaseSeconds - margin ago (on
