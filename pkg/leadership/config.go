@@ -131,12 +131,14 @@ type Callbacks struct {
 	// cancellation can be observed late after a pause: check Valid() right before each write
 	// and carry the token to the resource. A term that ends before its OnStartedLeading could
 	// be called (earlier callbacks were still running) gets neither this call nor
-	// OnStoppedLeading.
+	// OnStoppedLeading. With Config.SingleTerm it is called at most once per Run.
 	OnStartedLeading func(ctx context.Context, token int64)
 
 	// OnStoppedLeading is called after a term ends and its OnStartedLeading has returned. Both
 	// must complete within Config.StopBudget of the end of the term, or ReadyzCheck fails until
-	// they do. Run returns only after it has returned.
+	// they do (and LivezCheck once Config.LivenessTimeout more has passed). Run returns only
+	// after it has returned. With Config.SingleTerm it is called exactly once per Run, when Run
+	// ends, also when no term started.
 	OnStoppedLeading func()
 
 	// OnNewHolder is called when an accepted observation (a read or a watch event) shows a
