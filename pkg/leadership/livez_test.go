@@ -2,9 +2,13 @@ package leadership_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
@@ -106,4 +110,38 @@ func TestLivezCheckAfterRun(t *testing.T) {
 	if err := el.ReadyzCheck(nil); err == nil {
 		t.Errorf("ReadyzCheck() after Run returned = nil, want an error")
 	}
+}
+
+// ExampleElector_LivezCheck serves LivezCheck as the livenessProbe and ReadyzCheck as the
+// readinessProbe: a pod that cannot reach its lock turns unready, a pod whose work will not
+// stop after its term is restarted.
+func ExampleElector_LivezCheck() {
+	el, err := leadership.New(leadership.Config{Config: &rest.Config{Host: "https://127.0.0.1:6443"},
+		Namespace: "shop", Lock: "payments-leader", Identity: "1f0c7a52-0000-4000-8000-000000000001"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	probe := func(check func(*http.Request) error) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if err := check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/livez", probe(el.LivezCheck))
+	mux.Handle("/readyz", probe(el.ReadyzCheck))
+
+	// Before Run: live (nothing to stop), not ready (not electing).
+	for _, path := range []string{"/livez", "/readyz"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, rec.Code)
+	}
+	// Output:
+	// /livez 200
+	// /readyz 503
 }

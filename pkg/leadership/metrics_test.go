@@ -2,6 +2,7 @@ package leadership_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -255,4 +257,33 @@ func TestCollectorBesideControllerRuntimeElection(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "leader_election_master_status") || !strings.Contains(err.Error(), "collected before with the same name and label values") {
 		t.Errorf("Gather beside a client-go election of the same name = %v, want a duplicate leader_election_master_status error", err)
 	}
+}
+
+// ExampleElector_Collector registers an Elector's metrics and reads them (before Run, so
+// every value is 0). In a controller-runtime program register it in metrics.Registry,
+// unless the manager itself elects under the same name (see Collector).
+func ExampleElector_Collector() {
+	el, err := leadership.New(leadership.Config{Config: &rest.Config{Host: "https://127.0.0.1:6443"},
+		Namespace: "shop", Lock: "payments-leader", Identity: "1f0c7a52-0000-4000-8000-000000000001"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(el.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, mf := range mfs {
+		fmt.Println(mf.GetName(), len(mf.GetMetric()))
+	}
+	// Output:
+	// leader_election_master_status 1
+	// lockwarden_leadership_reads_total 2
+	// lockwarden_leadership_releases_total 3
+	// lockwarden_leadership_terms_total 1
+	// lockwarden_leadership_token 1
+	// lockwarden_leadership_valid_seconds 1
 }

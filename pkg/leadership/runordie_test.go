@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,4 +304,30 @@ func TestSingleTermSkippedTermDoesNotCount(t *testing.T) {
 	if got, want := h.rec.String(), "holder(pod-a,10) holder(pod-a,12) start(12) stop"; got != want {
 		t.Errorf("callbacks: got %q, want %q", got, want)
 	}
+}
+
+// ExampleRunOrDie is client-go's RunOrDie program on lockwarden: it leads one term, and when
+// the term ends (or SIGTERM arrives) OnStoppedLeading runs once and the program exits, for
+// its restart to campaign again. It needs a cluster, so it only compiles here.
+func ExampleRunOrDie() {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	leadership.RunOrDie(ctx, leadership.Config{
+		Config:    cfg,
+		Namespace: "shop",
+		Lock:      "payments-leader",
+		// Identity and Name default to $POD_UID and $POD_NAME.
+		Callbacks: leadership.Callbacks{
+			OnStartedLeading: func(ctx context.Context, token int64) {
+				// Work until ctx ends, sending token with every write to a fenced resource.
+				<-ctx.Done()
+			},
+			OnStoppedLeading: func() { fmt.Println("leadership over") },
+		},
+	})
 }
