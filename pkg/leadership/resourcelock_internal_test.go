@@ -1,12 +1,14 @@
 package leadership
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -96,5 +98,33 @@ func TestRecord(t *testing.T) {
 				t.Fatalf("record = %+v, want holder %q lease %d renewed now", r, c.holder, c.lease)
 			}
 		})
+	}
+}
+
+type startFunc func(context.Context) error
+
+func (f startFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// TestBuildManagerRetries: after a lost lock a failing build (the lost manager's ports still
+// bound) is retried; the first build's failure is returned at once.
+func TestBuildManagerRetries(t *testing.T) {
+	l, err := NewResourceLock(ResourceLockConfig{Config: &rest.Config{Host: "https://127.0.0.1:1"}, Namespace: "ns", Lock: "op", Identity: "uid-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := 0
+	build := func() (Manager, error) {
+		if failures < 2 {
+			failures++
+			return nil, errors.New("listen tcp :8081: bind: address already in use")
+		}
+		return startFunc(func(context.Context) error { return nil }), nil
+	}
+	if _, err := buildManager(t.Context(), l, build, false); err == nil || failures != 1 {
+		t.Fatalf("first build: err = %v after %d tries, want the error after 1", err, failures)
+	}
+	failures = 0
+	if m, err := buildManager(t.Context(), l, build, true); err != nil || m == nil || failures != 2 {
+		t.Fatalf("rebuild: %v, %v after %d failures, want a manager after 2", m, err, failures)
 	}
 }

@@ -26,15 +26,18 @@ var ErrLost = errors.New("leadership: the manager lost the lock")
 // cancelled), then builds a new manager, which campaigns again. This is the option to
 // re-campaign instead of exiting; without it a manager that lost the lock returns from Start
 // and the process should exit, as controller-runtime documents. Each manager must use lock as
-// its LeaderElectionResourceLockInterface. Any other error from Start or build is returned.
+// its LeaderElectionResourceLockInterface. Any other error from Start is returned, and so is an
+// error from build (after a lost lock, only once retries for 30 s failed: the lost manager's
+// servers may still hold their ports for a moment).
 // When ctx ends, RunManager returns what Start returned; with ResourceLockConfig.ReleaseOnStop
 // and a nil return (every runnable returned), it first confirms the end of the term to the
 // controller, which then grants the next candidate without the lock delay.
 func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, error)) error {
+	lost := false
 	for {
-		m, err := build()
+		m, err := buildManager(ctx, lock, build, lost)
 		if err != nil {
-			return fmt.Errorf("leadership: build manager: %w", err)
+			return err
 		}
 		err = m.Start(ctx)
 		if ctx.Err() != nil {
@@ -48,6 +51,32 @@ func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, 
 		}
 		if err := lock.waitOutTerm(ctx); err != nil {
 			return err
+		}
+		lost = true
+	}
+}
+
+// rebuildFor bounds how long RunManager retries building a manager after a lost lock.
+const rebuildFor = 30 * time.Second
+
+// buildManager builds the next manager. After a lost lock (again) a failure is retried every
+// half second for up to rebuildFor, because the lost manager's servers may still hold their
+// ports: controller-runtime does not wait for them after a lost lock.
+func buildManager(ctx context.Context, lock *ResourceLock, build func() (Manager, error), again bool) (Manager, error) {
+	until := time.Now().Add(rebuildFor)
+	for {
+		m, err := build()
+		if err == nil {
+			return m, nil
+		}
+		if !again || time.Now().After(until) {
+			return nil, fmt.Errorf("leadership: build manager: %w", err)
+		}
+		lock.e.log().Info("building the next manager failed; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("leadership: build manager: %w (then %w)", err, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
