@@ -147,7 +147,7 @@ func TestResourceLockManagers(t *testing.T) {
 			c.cancel()
 		}
 		for name, c := range run {
-			if err := <-c.done; err != nil && !(name == "m-2" && err.Error() == "leader election lost") {
+			if err := <-c.done; err != nil && (name != "m-2" || err.Error() != "leader election lost") {
 				t.Errorf("%s: %v", name, err)
 			}
 			c.done <- nil // later readers see it stopped
