@@ -21,6 +21,7 @@ import (
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
+	"github.com/lockwarden/lockwarden/pkg/leadership/crmanager"
 )
 
 // incarnation is one manager built for one candidate: when it was elected, the last moment
@@ -245,20 +246,20 @@ func (f *fixture) runCandidate(led *ledger, p *corev1.Pod, recampaign bool) *can
 	if err != nil {
 		f.t.Fatalf("pod token: %v", err)
 	}
-	lock, err := leadership.NewResourceLock(leadership.ResourceLockConfig{Config: podCfg, Namespace: f.ns, Lock: "op",
-		Identity: p.UID, Name: p.Name, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second, ReleaseOnStop: recampaign})
+	// crmanager.Options gives the manager and the lock one set of timings (ExactTimings).
+	opts, lock, err := crmanager.Options(leadership.ResourceLockConfig{Config: podCfg, Namespace: f.ns, Lock: "op",
+		Identity: p.UID, Name: p.Name, ReleaseOnStop: recampaign}, manager.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}, Cache: cacheFor(f.ns),
+		LeaseDuration: ptr.To(4 * time.Second), RenewDeadline: ptr.To(3 * time.Second), RetryPeriod: ptr.To(time.Second),
+	})
 	if err != nil {
-		f.t.Fatalf("resource lock: %v", err)
+		f.t.Fatalf("manager options: %v", err)
 	}
 	c := &candidate{done: make(chan error, 1)}
 	build := func() (leadership.Manager, error) {
 		inc := led.add(p.Name, int(c.builds.Add(1)))
-		mgr, err := manager.New(env.Config, manager.Options{
-			Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Controller: config.Controller{SkipNameValidation: ptr.To(true)}, Cache: cacheFor(f.ns),
-			LeaderElection: true, LeaderElectionResourceLockInterface: lock,
-			LeaseDuration: ptr.To(4 * time.Second), RenewDeadline: ptr.To(3 * time.Second), RetryPeriod: ptr.To(time.Second),
-		})
+		mgr, err := manager.New(env.Config, opts)
 		if err != nil {
 			return nil, err
 		}

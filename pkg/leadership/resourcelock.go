@@ -17,6 +17,7 @@ import (
 
 // The defaults of ResourceLockConfig's timings: controller-runtime's manager defaults.
 const (
+	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
 )
@@ -35,17 +36,35 @@ type ResourceLockConfig struct {
 	// Margin is subtracted from every term's validity, as Config.Margin. Zero means
 	// DefaultMargin(termLeaseSeconds).
 	Margin time.Duration
-	// RenewDeadline and RetryPeriod must equal the manager's (manager.Options RenewDeadline and
-	// RetryPeriod): a renewal succeeds only while more than RenewDeadline + RetryPeriod of the
-	// term's validity is left, so that client-go, which goes on leading for up to that long
-	// after a renewal, stops within the validity. Zero means DefaultRenewDeadline and
-	// DefaultRetryPeriod, controller-runtime's defaults. The lock checks RenewDeadline against
-	// the deadline client-go puts on each renewal's context and uses the longer of the two.
+	// LeaseDuration, RenewDeadline and RetryPeriod are the manager's leader election timings
+	// (manager.Options LeaseDuration, RenewDeadline and RetryPeriod); zero means
+	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod, controller-runtime's
+	// defaults. They count only with ExactTimings.
+	LeaseDuration              time.Duration
 	RenewDeadline, RetryPeriod time.Duration
+	// ExactTimings declares that the manager runs with exactly LeaseDuration, RenewDeadline and
+	// RetryPeriod (crmanager.Options sets both sides and this). A renewal then succeeds only
+	// while more than RenewDeadline + RetryPeriod of the term's validity is left, because
+	// client-go goes on leading for up to that long after a renewal. The lock checks what
+	// client-go shows of the timings: an Update whose record carries another LeaseDuration is
+	// refused; a renewal round whose context or start shows a longer RenewDeadline or
+	// RetryPeriod makes later renewals assume the longer, and ReadyzCheck fails from then on
+	// (the term in progress is not protected from a manager given longer timings than declared).
+	//
+	// Without ExactTimings (the default: the manager's timings are unknown, as with a bare
+	// LeaderElectionResourceLockInterface option) a renewal must leave more validity than the
+	// most client-go can lead after it under the LeaseDuration its records carry: RenewDeadline
+	// is below LeaseDuration and RetryPeriod below RenewDeadline/1.2 (client-go refuses other
+	// timings), so 11/6 of LeaseDuration (rounded up to the next second). With
+	// controller-runtime's default 15 s that needs spec.leaseDurationSeconds 32 or more; a
+	// shorter lock needs ExactTimings or a shorter manager LeaseDuration.
+	ExactTimings bool
 	// ReleaseOnStop makes RunManager confirm the end of the term to the controller (the
-	// holder-release annotation, see Elector.Release) when its context ended and the manager's
-	// Start returned nil, that is after every runnable returned (default false). Leave it off
-	// when the manager's GracefulShutdownTimeout is 0: Start then returns without waiting.
+	// holder-release annotation, see Elector.Release) when its context ended, the manager's
+	// Start returned nil (every runnable returned within GracefulShutdownTimeout) and client-go
+	// stopped leading because the manager stopped it, not because a renewal failed (default
+	// false). Then controller-runtime waited for every runnable, except when
+	// GracefulShutdownTimeout is 0: leave ReleaseOnStop off then (crmanager.Options refuses it).
 	ReleaseOnStop bool
 	// ReleaseTimeout bounds a release request, as Config.ReleaseTimeout.
 	ReleaseTimeout time.Duration
@@ -69,8 +88,23 @@ type ResourceLock struct {
 	cfg ResourceLockConfig
 	// led is the term the newest successful Update confirmed; nil after a failed one.
 	led atomic.Pointer[termView]
-	// renewSeen is the longest RenewDeadline client-go's contexts have shown (nanoseconds).
-	renewSeen atomic.Int64
+	// renewSeen is the longest RenewDeadline client-go's contexts have shown, retrySeen the
+	// shortest gap seen between a renewal and the next round (an upper bound of RetryPeriod),
+	// both in nanoseconds (0: none seen).
+	renewSeen, retrySeen atomic.Int64
+	// leaseSeen is the LeaseDuration (seconds) the newest Update's record carried; 0: none.
+	leaseSeen atomic.Int64
+	// renewing is true between client-go's "became leader" and "stopped leading" events: its
+	// contexts are then renewal rounds'. lastOK is the wall time of the newest successful
+	// Update; updateOK says whether the newest Update succeeded; cleanStop whether client-go
+	// stopped leading with its newest Update successful (it was stopped, not refused).
+	renewing, updateOK, cleanStop atomic.Bool
+	lastOK                        atomic.Pointer[time.Time]
+	// notBefore is the instant before which no term is confirmed (RunManager's wait for a
+	// lost term's validity); 0 when none.
+	notBefore atomic.Int64
+	// campaigning is set by the first Get or Update: ReadyzCheck judges reads from then on.
+	campaigning atomic.Bool
 
 	mu       sync.Mutex
 	last     *termView // the newest term ever confirmed (kept after it ends), guarded by mu
@@ -86,6 +120,9 @@ var _ resourcelock.Interface = (*ResourceLock)(nil)
 // NewResourceLock checks cfg, fills its defaults and returns a ResourceLock. An invalid cfg
 // gives an error wrapping ErrInvalidConfig that names the field.
 func NewResourceLock(cfg ResourceLockConfig) (*ResourceLock, error) {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
 	if cfg.RenewDeadline == 0 {
 		cfg.RenewDeadline = DefaultRenewDeadline
 	}
@@ -93,6 +130,10 @@ func NewResourceLock(cfg ResourceLockConfig) (*ResourceLock, error) {
 		cfg.RetryPeriod = DefaultRetryPeriod
 	}
 	switch {
+	case cfg.LeaseDuration < time.Second:
+		return nil, invalid("LeaseDuration", fmt.Sprintf("%v is below 1s", cfg.LeaseDuration))
+	case cfg.LeaseDuration <= cfg.RenewDeadline:
+		return nil, invalid("LeaseDuration", fmt.Sprintf("%v is not longer than RenewDeadline %v (client-go refuses it)", cfg.LeaseDuration, cfg.RenewDeadline))
 	case cfg.RenewDeadline < 0:
 		return nil, invalid("RenewDeadline", fmt.Sprintf("%v is negative", cfg.RenewDeadline))
 	case cfg.RetryPeriod < 0:
@@ -106,8 +147,7 @@ func NewResourceLock(cfg ResourceLockConfig) (*ResourceLock, error) {
 		return nil, err
 	}
 	cfg.Identity, cfg.Name = e.cfg.Identity, e.cfg.Name
-	l := &ResourceLock{e: e, cfg: cfg, lastRead: now(), limit: readLimit(&e.cfg, defaultLease)}
-	return l, nil
+	return &ResourceLock{e: e, cfg: cfg, limit: readLimit(&e.cfg, defaultLease)}, nil
 }
 
 // Identity returns this pod's UID: client-go's identity of the candidate.
@@ -118,8 +158,17 @@ func (l *ResourceLock) Describe() string {
 	return "distributedlock " + l.cfg.Namespace + "/" + l.cfg.Lock
 }
 
-// RecordEvent logs client-go's leadership events ("became leader", "stopped leading").
+// RecordEvent takes client-go's leadership events: "became leader" and "stopped leading"
+// bracket its renewal loop. Each is logged.
 func (l *ResourceLock) RecordEvent(s string) {
+	switch s {
+	case "became leader":
+		l.cleanStop.Store(false)
+		l.renewing.Store(true)
+	case "stopped leading":
+		l.cleanStop.Store(l.renewing.Load() && l.updateOK.Load())
+		l.renewing.Store(false)
+	}
 	l.e.log().Info("leader election: "+s, "token", l.Token())
 }
 
@@ -155,7 +204,8 @@ func (l *ResourceLock) ValidUntil() time.Time {
 }
 
 // ReadyzCheck is a readiness check (the shape of controller-runtime's healthz.Checker): it
-// fails when no consistent read of the lock succeeded for longer than termLeaseSeconds -
+// fails before a manager started campaigning with the lock (controller-runtime campaigns
+// once its caches synced); when no consistent read of the lock succeeded for longer than termLeaseSeconds -
 // margin (reads happen while a manager runs, every RetryPeriod); once client-go's contexts
 // showed a RenewDeadline longer than configured (for good: fix the configuration); and while
 // the lock is granted to this pod under a term the manager's timings refuse. It never depends
@@ -165,11 +215,13 @@ func (l *ResourceLock) ReadyzCheck(*http.Request) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
+	case l.mismatch != nil:
+		return l.mismatch
+	case !l.campaigning.Load():
+		return errors.New("leadership: not campaigning yet: no manager has started its leader election with this lock")
 	case t.sub(l.lastRead) > l.limit:
 		return fmt.Errorf("leadership: no consistent read of %s for %v (limit %v): %w",
 			l.Describe(), t.sub(l.lastRead).Round(time.Millisecond), l.limit, errOrUnknown(l.readErr))
-	case l.mismatch != nil:
-		return l.mismatch
 	case l.refused != nil:
 		return l.refused
 	}
@@ -181,45 +233,6 @@ func (l *ResourceLock) lastTerm() *termView {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last
-}
-
-// timings returns the manager's timings: the configured ones, with RenewDeadline raised to
-// the longest client-go's contexts have shown.
-func (l *ResourceLock) timings() timings {
-	return timings{renewDeadline: max(l.cfg.RenewDeadline, time.Duration(l.renewSeen.Load())), retryPeriod: l.cfg.RetryPeriod}
-}
-
-// noteDeadline records the renewal deadline ctx carries while a term is confirmed (client-go
-// renews under a context of RenewDeadline from the start of the round, so what is left of it
-// is at least a lower bound of RenewDeadline; acquiring runs under the caller's context, which
-// says nothing). A RenewDeadline longer than configured is an error ReadyzCheck reports.
-func (l *ResourceLock) noteDeadline(ctx context.Context) {
-	dl, ok := ctx.Deadline()
-	if !ok || l.led.Load() == nil {
-		return
-	}
-	left := time.Until(dl)
-	for {
-		seen := l.renewSeen.Load()
-		if int64(left) <= seen {
-			return
-		}
-		if l.renewSeen.CompareAndSwap(seen, int64(left)) {
-			break
-		}
-	}
-	if left <= l.cfg.RenewDeadline+l.cfg.RetryPeriod/2 {
-		return
-	}
-	err := fmt.Errorf("%w: the manager's RenewDeadline is at least %v, longer than ResourceLockConfig.RenewDeadline %v: set them equal (renewals now assume the longer)",
-		ErrTimingsRefused, left.Round(time.Millisecond), l.cfg.RenewDeadline)
-	l.mu.Lock()
-	first := l.mismatch == nil
-	l.mismatch = err
-	l.mu.Unlock()
-	if first {
-		l.e.log().Info(err.Error())
-	}
 }
 
 // errIgnoredRelease is logged when client-go asks to release (ReleaseOnCancel).

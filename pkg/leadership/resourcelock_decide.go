@@ -16,15 +16,22 @@ var (
 	// term lease is too short for the manager's timings: a renewal could let client-go go on
 	// leading after the term's validity ended.
 	ErrTimingsRefused = errors.New("leadership: the lock's term lease is too short for the manager's timings")
+	// ErrTimingsMismatch is wrapped by the error ResourceLock.Update returns, and ReadyzCheck
+	// reports, when client-go shows other timings than ResourceLockConfig's.
+	ErrTimingsMismatch = errors.New("leadership: the manager's leader election timings differ from the lock's")
 	// errConfirmedLate: the read confirmed the term, but took so long that less than the
 	// manager's belief window is left; the next read may succeed.
 	errConfirmedLate = errors.New("leadership: the read confirmed the term too late to renew")
+	// errWaitingOut: RunManager waits out a lost term's validity before a new manager leads.
+	errWaitingOut = errors.New("leadership: waiting out the validity of the term the previous manager lost")
 )
 
-// timings are client-go's renewal timings as the manager runs them.
+// timings are client-go's renewal timings as the manager runs them, or (bound) the longest
+// the manager's LeaseDuration allows.
 type timings struct {
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
+	bound         bool
 }
 
 // belief is how long client-go may go on leading after a renewal succeeded: its next renewal
@@ -43,7 +50,8 @@ type renewal struct {
 // only when the validity it confirms outlasts everything client-go does with it: from done,
 // the manager may believe it leads for t.belief() more, so at least that much validity must be
 // left when the read returns.
-func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin time.Duration, t timings, sent, done instant) renewal {
+// No term is confirmed before notBefore (0: no wait).
+func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin time.Duration, t timings, sent, done, notBefore instant) renewal {
 	if lock == nil {
 		return renewal{err: fmt.Errorf("%w: the lock does not exist", ErrNotGranted)}
 	}
@@ -60,14 +68,42 @@ func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin 
 	}
 	lease := time.Duration(st.TermLeaseSeconds) * time.Second
 	if lease-margin <= t.belief() {
-		return renewal{err: fmt.Errorf("%w: termLeaseSeconds %v minus the margin %v leaves %v, not more than RenewDeadline %v + RetryPeriod %v: raise spec.leaseDurationSeconds above %v or shorten the manager's RenewDeadline",
-			ErrTimingsRefused, lease, margin, lease-margin, t.renewDeadline, t.retryPeriod, (t.belief() + margin).Round(time.Second))}
+		return renewal{err: fmt.Errorf("%w: termLeaseSeconds %v minus the margin %v leaves %v, not more than %s: %s",
+			ErrTimingsRefused, lease, margin, lease-margin, t, remedy(t, margin))}
+	}
+	if done < notBefore {
+		return renewal{err: fmt.Errorf("%w: %v more", errWaitingOut, notBefore.sub(done).Round(time.Millisecond))}
 	}
 	deadline := sent.add(lease - margin)
 	if left := deadline.sub(done); left < t.belief() {
 		return renewal{err: fmt.Errorf("%w: %v of validity left, RenewDeadline + RetryPeriod need %v", errConfirmedLate, left.Round(time.Millisecond), t.belief())}
 	}
 	return renewal{token: st.FencingToken, deadline: deadline}
+}
+
+// String says what t is, for errors.
+func (t timings) String() string {
+	if t.bound {
+		return fmt.Sprintf("the %v client-go may lead after a renewal under the manager's LeaseDuration below %v (timings unknown: no ExactTimings)",
+			t.belief().Round(time.Millisecond), t.renewDeadline)
+	}
+	return fmt.Sprintf("RenewDeadline %v + RetryPeriod %v", t.renewDeadline.Round(time.Millisecond), t.retryPeriod.Round(time.Millisecond))
+}
+
+// remedy says how to make a lease fit the timings t: the lease that would, when the API
+// accepts it (at most 3600 s), and shorter timings in any case.
+func remedy(t timings, margin time.Duration) string {
+	// The margin grows with the lease (L/50 above 100 s): solve L - max(margin, L/50) > belief.
+	need := max(t.belief()+margin, t.belief()*50/49) + time.Second
+	need = need.Truncate(time.Second)
+	shorter := "shorten the manager's RenewDeadline and RetryPeriod (and ResourceLockConfig's)"
+	if t.bound {
+		shorter = "declare the manager's exact timings (crmanager.Options), or shorten its LeaseDuration"
+	}
+	if need > lockv1.MaxLeaseDurationSeconds*time.Second {
+		return "no lease up to the API's maximum fits: " + shorter
+	}
+	return fmt.Sprintf("set spec.leaseDurationSeconds to %d or more, or %s", int(need/time.Second), shorter)
 }
 
 // describeStatus says who holds the lock, for errors and logs.

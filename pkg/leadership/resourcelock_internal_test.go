@@ -40,7 +40,7 @@ func TestDecideRenewal(t *testing.T) {
 		{"granted, read took 1.5s: 11.5s left < 12s", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(1500 * time.Millisecond), errConfirmedLate},
 		{"lease 12s cannot cover 10s+2s after a 2s margin", heldLock("a", 7, 12), grantLead, nil, 2 * sec, crDefaults, sent, ErrTimingsRefused},
 		{"lease 14s leaves exactly 12s: refused (not more than)", heldLock("a", 7, 14), grantLead, nil, 2 * sec, crDefaults, sent, ErrTimingsRefused},
-		{"short timings on a short lease", heldLock("a", 7, 8), grantLead, nil, 2 * sec, timings{3 * sec, sec}, sent.add(time.Second), nil},
+		{"short timings on a short lease", heldLock("a", 7, 8), grantLead, nil, 2 * sec, timings{renewDeadline: 3 * sec, retryPeriod: sec}, sent.add(time.Second), nil},
 		{"margin refused", heldLock("a", 7, 15), grantLead, errors.New("margin"), 2 * sec, crDefaults, sent, nil},
 		{"another holder", heldLock("b", 7, 15), grantNone, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
 		{"released token", heldLock("a", 7, 15), grantReleased, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
@@ -49,7 +49,7 @@ func TestDecideRenewal(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := decideRenewal(c.lock, c.g, c.refused, c.margin, c.t, sent, c.done)
+			r := decideRenewal(c.lock, c.g, c.refused, c.margin, c.t, sent, c.done, 0)
 			switch {
 			case c.refused != nil:
 				if !errors.Is(r.err, c.refused) {

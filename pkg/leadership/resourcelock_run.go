@@ -16,22 +16,30 @@ type Manager interface {
 // Start when its leader election lost the lock.
 const errLeaderElectionLost = "leader election lost"
 
-// ErrLost is returned by RunManager when ctx ended while it waited to campaign again.
-var ErrLost = errors.New("leadership: the manager lost the lock")
+// ErrStillLeading is returned by ResourceLock.Release while client-go leads with the lock.
+var ErrStillLeading = errors.New("leadership: a manager still leads with this lock: release after its Start returned")
 
-// RunManager runs managers built by build, one at a time, until ctx ends: when a manager loses
-// the lock (its Start returns controller-runtime's "leader election lost"), RunManager waits
-// until the lost term's validity has passed, by when its controllers must have returned (the
-// rule that makes a lost lock safe at all: reconcilers return promptly once their context is
-// cancelled), then builds a new manager, which campaigns again. This is the option to
-// re-campaign instead of exiting; without it a manager that lost the lock returns from Start
-// and the process should exit, as controller-runtime documents. Each manager must use lock as
-// its LeaderElectionResourceLockInterface. Any other error from Start is returned, and so is an
+// RunManager runs managers built by build, one at a time, until ctx ends. When a manager loses
+// the lock (its Start returns controller-runtime's "leader election lost"), RunManager builds
+// a new manager at once, which campaigns again: this is the option to re-campaign instead of
+// exiting. Without it, a manager that lost the lock returns from Start and the process should
+// exit, as controller-runtime documents. The new manager serves its probes and syncs its caches
+// at once, but lock confirms no term to it before the lost term's validity has passed, by when
+// the lost manager's controllers must have returned: that is the rule that makes a lost lock
+// safe at all (reconcilers return promptly once their context is cancelled; controller-runtime
+// does not wait for them after a lost lock). Each manager must use lock as its
+// LeaderElectionResourceLockInterface. Any other error from Start is returned, and so is an
 // error from build (after a lost lock, only once retries for 30 s failed: the lost manager's
 // servers may still hold their ports for a moment).
-// When ctx ends, RunManager returns what Start returned; with ResourceLockConfig.ReleaseOnStop
-// and a nil return (every runnable returned), it first confirms the end of the term to the
-// controller, which then grants the next candidate without the lock delay.
+//
+// When ctx ends, RunManager returns what Start returned. With ResourceLockConfig.ReleaseOnStop
+// it first confirms the end of the term to the controller, which then grants the next
+// candidate without the lock delay, but only when Start returned nil and client-go stopped
+// leading because the manager stopped it (its newest renewal had succeeded): a renewal that
+// failed first means controller-runtime may not have waited for the runnables.
+//
+// controller-runtime reports a lost lock only by that error's text (v0.25); a wrapped or
+// reworded error is returned instead of re-campaigning, which fails safe.
 func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, error)) error {
 	lost := false
 	for {
@@ -39,6 +47,7 @@ func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, 
 		if err != nil {
 			return err
 		}
+		lock.cleanStop.Store(false)
 		err = m.Start(ctx)
 		if ctx.Err() != nil {
 			if err == nil && lock.cfg.ReleaseOnStop {
@@ -49,9 +58,7 @@ func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, 
 		if err == nil || err.Error() != errLeaderElectionLost {
 			return err
 		}
-		if err := lock.waitOutTerm(ctx); err != nil {
-			return err
-		}
+		lock.waitOutTerm()
 		lost = true
 	}
 }
@@ -81,27 +88,26 @@ func buildManager(ctx context.Context, lock *ResourceLock, build func() (Manager
 	}
 }
 
-// waitOutTerm waits until the newest confirmed term's validity has passed, and logs why.
-func (l *ResourceLock) waitOutTerm(ctx context.Context) error {
-	left := time.Duration(0)
-	if t := l.lastTerm(); t != nil {
-		left = max(t.deadline.sub(now()), 0)
+// waitOutTerm makes the lock confirm no term before the newest confirmed term's validity has
+// passed, and logs the wait.
+func (l *ResourceLock) waitOutTerm() {
+	t := l.lastTerm()
+	if t == nil {
+		return
 	}
-	l.e.log().Info("lost the lock; campaigning again once the term's validity has passed", "wait", left.Round(time.Millisecond))
-	timer := time.NewTimer(left)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrLost, ctx.Err())
-	case <-timer.C:
-		return nil
-	}
+	l.notBefore.Store(int64(t.deadline))
+	l.e.log().Info("lost the lock; campaigning again, leading no sooner than the lost term's validity allows",
+		"wait", max(t.deadline.sub(now()), 0).Round(time.Millisecond))
 }
 
 // releaseAfterStop releases the newest confirmed term once the manager has stopped, if the
 // lock still names this pod with it; failures are logged (the controller then ends the term
 // after the lock delay).
 func (l *ResourceLock) releaseAfterStop(ctx context.Context) {
+	if !l.cleanStop.Load() {
+		l.e.log().Info("release not sent: client-go stopped leading after a failed renewal, so the manager may not have waited for its runnables; the controller ends the term after the lock delay")
+		return
+	}
 	if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotLeading) {
 		l.e.log().Info("release after the manager stopped failed", "error", err.Error())
 	}
@@ -111,9 +117,15 @@ func (l *ResourceLock) releaseAfterStop(ctx context.Context) {
 // stopped: it patches the holder-release annotation (as Elector.Release does) when a
 // consistent read still shows the lock naming this pod with that token, Held or Releasing,
 // and returns ErrNotLeading otherwise. Call it only once nothing acts under the token any
-// more: after the manager's Start returned nil (RunManager with ReleaseOnStop does this).
-// Valid() is false from the call on, and the token is never led again.
+// more: after the manager's Start returned nil (RunManager with ReleaseOnStop does this). It
+// returns ErrStillLeading while client-go leads with this lock: unlike Elector.Release it
+// cannot end the manager's term, and client-go would go on leading for up to RenewDeadline +
+// RetryPeriod after the controller granted the next pod. Valid() is false from the call on,
+// and the token is never led again.
 func (l *ResourceLock) Release(ctx context.Context) error {
+	if l.renewing.Load() {
+		return ErrStillLeading
+	}
 	t := l.lastTerm()
 	if t == nil {
 		return ErrNotLeading

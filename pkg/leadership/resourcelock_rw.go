@@ -3,6 +3,7 @@ package leadership
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,11 +37,26 @@ func (l *ResourceLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRec
 
 // Update renews or acquires: it succeeds when a consistent read, sent now, shows the lock
 // granted to this pod with more than RenewDeadline + RetryPeriod of validity left when it
-// returns; the term's token is then Token(). It writes nothing. A record with no holder is
-// client-go's release (ReleaseOnCancel): it is ignored, because client-go sends it before
-// controller-runtime has stopped the controllers of a lost lease; RunManager's ReleaseOnStop
-// releases after they stopped.
+// returns; the term's token is then Token(). It writes nothing. A record with another
+// LeaseDuration than ResourceLockConfig's is refused (the manager has other timings). A
+// record with no holder is client-go's release (ReleaseOnCancel): it is ignored, because
+// client-go sends it before controller-runtime has stopped the controllers of a lost lease;
+// RunManager's ReleaseOnStop releases after they stopped.
 func (l *ResourceLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.update(ctx, ler)
+	if ler.HolderIdentity == "" {
+		return err // a release: no renewal
+	}
+	l.updateOK.Store(err == nil)
+	if err == nil {
+		t := time.Now()
+		l.lastOK.Store(&t)
+	}
+	return err
+}
+
+// update is Update without the bookkeeping of its outcome.
+func (l *ResourceLock) update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if ler.HolderIdentity == "" {
 		l.led.Store(nil)
 		l.e.log().V(1).Info(errIgnoredRelease.Error())
@@ -49,7 +65,11 @@ func (l *ResourceLock) Update(ctx context.Context, ler resourcelock.LeaderElecti
 	if ler.HolderIdentity != l.Identity() {
 		return fmt.Errorf("leadership: %s cannot record holder %q: only lockwarden's controller grants the lock", l.Describe(), ler.HolderIdentity)
 	}
-	l.noteDeadline(ctx)
+	if err := l.checkLeaseDuration(ler); err != nil {
+		l.led.Store(nil)
+		return err
+	}
+	l.noteRound(ctx)
 	_, r, err := l.read(ctx)
 	if err != nil {
 		return err
@@ -62,6 +82,11 @@ func (l *ResourceLock) Update(ctx context.Context, ler resourcelock.LeaderElecti
 // judgement, and the read's error.
 func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renewal, error) {
 	sent := now()
+	if l.campaigning.CompareAndSwap(false, true) {
+		l.mu.Lock()
+		l.lastRead = sent // readiness counts from the first read sent
+		l.mu.Unlock()
+	}
 	rctx, cancel := context.WithTimeout(ctx, maxReadTimeout)
 	lock, err := l.e.get(rctx)
 	cancel()
@@ -79,7 +104,7 @@ func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renew
 		refused = l.e.cfg.refuses(time.Duration(lock.Status.TermLeaseSeconds) * time.Second)
 	}
 	margin := l.e.cfg.margin(leaseOf(lock))
-	r := decideRenewal(lock, g, refused, margin, l.timings(), sent, done)
+	r := decideRenewal(lock, g, refused, margin, l.timings(), sent, done, instant(l.notBefore.Load()))
 	l.settle(lock, g, r, sent)
 	if g == grantResend {
 		// A release this lock sent may have been lost: send it again (its outcome settles the
@@ -125,7 +150,7 @@ func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, 
 // isRefusal reports whether err refuses this pod's grant for good (the timings or the margin),
 // rather than for this read.
 func isRefusal(err error) bool {
-	return err != nil && !isNotGranted(err) && !isLate(err)
+	return err != nil && !isNotGranted(err) && !isLate(err) && !errors.Is(err, errWaitingOut)
 }
 
 // record is the election record a lock shows client-go; granted says whether a grant to me

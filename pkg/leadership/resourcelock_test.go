@@ -18,11 +18,12 @@ import (
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
-// newResourceLock is a ResourceLock for (name, uid) on h's lock, through h's proxy.
-func newResourceLock(t *testing.T, h *harness, name string, uid types.UID, renew, retry time.Duration) *leadership.ResourceLock {
+// newResourceLock is a ResourceLock for (name, uid) on h's lock, through h's proxy, for a
+// manager with the given timings.
+func newResourceLock(t *testing.T, h *harness, name string, uid types.UID, lease, renew, retry time.Duration) *leadership.ResourceLock {
 	t.Helper()
 	l, err := leadership.NewResourceLock(leadership.ResourceLockConfig{Config: h.proxy.Config(), Namespace: h.key.Namespace, Lock: h.key.Name,
-		Identity: uid, Name: name, RenewDeadline: renew, RetryPeriod: retry})
+		Identity: uid, Name: name, LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry, ExactTimings: true})
 	if err != nil {
 		t.Fatalf("NewResourceLock: %v", err)
 	}
@@ -109,7 +110,7 @@ func startManager(t *testing.T, l *leadership.ResourceLock, r *leaderRun, lease,
 func TestResourceLockPartitionedLeader(t *testing.T) {
 	h := newHarness(t, 8)
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
-	l := newResourceLock(t, h, "pod-a", "uid-a", 3*time.Second, time.Second)
+	l := newResourceLock(t, h, "pod-a", "uid-a", 4*time.Second, 3*time.Second, time.Second)
 	r := &leaderRun{}
 	m := startManager(t, l, r, 4*time.Second, 3*time.Second, time.Second)
 	eventually(t, 15*time.Second, func() bool { s, _, _ := r.get(); return !s.IsZero() }, func() string { return "the manager never led" })
@@ -145,10 +146,11 @@ func TestResourceLockPartitionedLeader(t *testing.T) {
 // does not name this pod (so client-go waits instead of updating), ReadyzCheck fails, and a
 // manager with those timings never leads.
 func TestResourceLockRefusesShortLease(t *testing.T) {
+	const lease = 7
 	h := newHarness(t, 8)
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8)) // 8 s - 2 s margin = 6 s: not more than 5 s + 1 s
-	l := newResourceLock(t, h, "pod-a", "uid-a", 5*time.Second, time.Second)
-	err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a"})
+	l := newResourceLock(t, h, "pod-a", "uid-a", 7*time.Second, 5*time.Second, time.Second)
+	err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a", LeaseDurationSeconds: lease})
 	if !errors.Is(err, leadership.ErrTimingsRefused) {
 		t.Fatalf("Update = %v, want ErrTimingsRefused", err)
 	}
@@ -176,19 +178,20 @@ func TestResourceLockRefusesShortLease(t *testing.T) {
 // TestResourceLockNotGranted: a lock held by another pod makes Update fail with ErrNotGranted
 // and Get name that pod; Create always fails; a record with another identity is refused.
 func TestResourceLockNotGranted(t *testing.T) {
+	const lease = 4
 	h := newHarness(t, 8)
 	setStatus(t, h.key, held("pod-b", "uid-b", 5, 8))
-	l := newResourceLock(t, h, "pod-a", "uid-a", 3*time.Second, time.Second)
-	if err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a"}); !errors.Is(err, leadership.ErrNotGranted) {
+	l := newResourceLock(t, h, "pod-a", "uid-a", 4*time.Second, 3*time.Second, time.Second)
+	if err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a", LeaseDurationSeconds: lease}); !errors.Is(err, leadership.ErrNotGranted) {
 		t.Errorf("Update = %v, want ErrNotGranted", err)
 	}
 	if rec, _, err := l.Get(t.Context()); err != nil || rec.HolderIdentity != "uid-b" {
 		t.Errorf("Get = %+v, %v: want holder uid-b", rec, err)
 	}
-	if err := l.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a"}); err == nil {
+	if err := l.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a", LeaseDurationSeconds: lease}); err == nil {
 		t.Errorf("Create = nil, want an error")
 	}
-	if err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-b"}); err == nil {
+	if err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-b", LeaseDurationSeconds: 4}); err == nil {
 		t.Errorf("Update naming another identity = nil, want an error")
 	}
 	if l.Valid() || l.Token() != 0 {
@@ -196,28 +199,77 @@ func TestResourceLockNotGranted(t *testing.T) {
 	}
 }
 
-// TestResourceLockLearnsRenewDeadline: a renewal whose context shows a RenewDeadline longer
-// than configured (the manager was given other timings) is judged by the longer one, and
-// ReadyzCheck reports the mismatch.
-func TestResourceLockLearnsRenewDeadline(t *testing.T) {
-	h := newHarness(t, 8)
-	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
-	l := newResourceLock(t, h, "pod-a", "uid-a", 3*time.Second, time.Second)
-	me := resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a"}
-	if err := l.Update(t.Context(), me); err != nil {
-		t.Fatalf("acquire: Update = %v", err)
+// TestResourceLockLearnsTimings: once client-go renews (its "became leader" event), a
+// renewal round's context that shows a longer RenewDeadline, or a round that starts longer
+// after the last renewal than RetryPeriod, makes the lock judge renewals by the longer timing,
+// and ReadyzCheck reports the mismatch; an Update whose record shows another LeaseDuration is
+// refused from the first acquisition on. The calls are client-go's, made by hand in its order.
+func TestResourceLockLearnsTimings(t *testing.T) {
+	const lease = 4
+	me := resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a", LeaseDurationSeconds: lease}
+	acquire := func(t *testing.T) *leadership.ResourceLock {
+		h := newHarness(t, 8)
+		setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
+		l := newResourceLock(t, h, "pod-a", "uid-a", lease*time.Second, 3*time.Second, time.Second)
+		if err := l.Update(t.Context(), me); err != nil {
+			t.Fatalf("acquire: Update = %v", err)
+		}
+		l.RecordEvent("became leader")
+		return l
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5500*time.Millisecond) // client-go's renewal round, RenewDeadline 5.5 s
-	defer cancel()
-	err := l.Update(ctx, me)
-	if err == nil || l.Valid() {
-		t.Fatalf("renewal under a 5.5 s RenewDeadline of a 6 s validity: Update = nil, Valid() = %v; want an error", l.Valid())
-	}
-	if err := l.ReadyzCheck(nil); !errors.Is(err, leadership.ErrTimingsRefused) {
-		t.Errorf("ReadyzCheck = %v, want ErrTimingsRefused naming the mismatch", err)
-	} else {
-		t.Logf("ReadyzCheck: %v", err)
-	}
+	t.Run("RenewDeadline", func(t *testing.T) {
+		l := acquire(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 5500*time.Millisecond) // a round of RenewDeadline 5.5 s
+		defer cancel()
+		if err := l.Update(ctx, me); err == nil || l.Valid() {
+			t.Fatalf("renewal under a 5.5 s RenewDeadline of a 6 s validity: Update = %v, Valid() = %v; want an error", err, l.Valid())
+		}
+		if err := l.ReadyzCheck(nil); !errors.Is(err, leadership.ErrTimingsMismatch) || !strings.Contains(err.Error(), "RenewDeadline is at least 5.5s") {
+			t.Errorf("ReadyzCheck = %v, want ErrTimingsMismatch naming RenewDeadline", err)
+		}
+	})
+	t.Run("RetryPeriod", func(t *testing.T) {
+		l := acquire(t)
+		time.Sleep(3500 * time.Millisecond) // the next round starts 3.5 s after the renewal
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		if err := l.Update(ctx, me); err == nil || l.Valid() {
+			t.Fatalf("renewal with RetryPeriod about 3.5 s + RenewDeadline 3 s of a 6 s validity: Update = %v, Valid() = %v; want an error", err, l.Valid())
+		}
+		if err := l.ReadyzCheck(nil); !errors.Is(err, leadership.ErrTimingsMismatch) || !strings.Contains(err.Error(), "RetryPeriod is about") {
+			t.Errorf("ReadyzCheck = %v, want ErrTimingsMismatch naming RetryPeriod", err)
+		} else {
+			t.Logf("ReadyzCheck: %v", err)
+		}
+	})
+	t.Run("caller's deadline while acquiring", func(t *testing.T) {
+		h := newHarness(t, 8)
+		setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
+		l := newResourceLock(t, h, "pod-a", "uid-a", lease*time.Second, 3*time.Second, time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		if _, _, err := l.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Update(ctx, me); err != nil || !l.Valid() {
+			t.Fatalf("acquire under a caller's 1 h deadline: Update = %v, Valid() = %v; want nil, true", err, l.Valid())
+		}
+		if err := l.ReadyzCheck(nil); err != nil {
+			t.Errorf("ReadyzCheck = %v, want nil", err)
+		}
+	})
+	t.Run("LeaseDuration", func(t *testing.T) {
+		h := newHarness(t, 8)
+		setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
+		l := newResourceLock(t, h, "pod-a", "uid-a", lease*time.Second, 3*time.Second, time.Second)
+		err := l.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "uid-a", LeaseDurationSeconds: 15})
+		if !errors.Is(err, leadership.ErrTimingsMismatch) || l.Valid() {
+			t.Fatalf("acquire by a manager with LeaseDuration 15 s: Update = %v, Valid() = %v; want ErrTimingsMismatch", err, l.Valid())
+		}
+		if err := l.ReadyzCheck(nil); !errors.Is(err, leadership.ErrTimingsMismatch) {
+			t.Errorf("ReadyzCheck = %v, want ErrTimingsMismatch", err)
+		}
+	})
 }
 
 // TestResourceLockConfig: bad timings are refused by NewResourceLock, naming the field.

@@ -1,0 +1,76 @@
+// Package crmanager sets up a controller-runtime manager to elect through lockwarden: one call
+// gives the manager and its leadership.ResourceLock one set of leader election timings, which
+// the lock's safety rests on (see leadership.ResourceLockConfig). It is a separate package so
+// that pkg/leadership does not import controller-runtime.
+package crmanager
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/lockwarden/lockwarden/pkg/leadership"
+)
+
+// ErrConflict is wrapped by every error Options returns; the message names the fields.
+var ErrConflict = errors.New("crmanager: the manager's options conflict with the lock's")
+
+// Options returns opts set to elect through a new leadership.ResourceLock made from cfg:
+// LeaderElection true, the lock as LeaderElectionResourceLockInterface, LeaderElectionID the
+// lock's name when unset (it names the election in logs and leader_election_master_status),
+// and LeaseDuration, RenewDeadline and RetryPeriod equal on both sides: each is taken from
+// whichever of opts and cfg sets it (both: they must be equal), else controller-runtime's
+// default (15 s, 10 s, 2 s). It refuses opts that elect otherwise (a lock interface of their
+// own), LeaderElectionReleaseOnCancel (the lock ignores client-go's release: use
+// cfg.ReleaseOnStop with leadership.RunManager), and cfg.ReleaseOnStop with a zero
+// GracefulShutdownTimeout (Start would return before the runnables stopped). The error wraps
+// ErrConflict, or leadership.ErrInvalidConfig for a bad cfg.
+func Options(cfg leadership.ResourceLockConfig, opts manager.Options) (manager.Options, *leadership.ResourceLock, error) {
+	if opts.LeaderElectionResourceLockInterface != nil {
+		return opts, nil, fmt.Errorf("%w: LeaderElectionResourceLockInterface is already set", ErrConflict)
+	}
+	if opts.LeaderElectionReleaseOnCancel {
+		return opts, nil, fmt.Errorf("%w: LeaderElectionReleaseOnCancel: the lock ignores client-go's release (sent before controller-runtime stopped the controllers of a lost lease); set ResourceLockConfig.ReleaseOnStop and run the manager with leadership.RunManager", ErrConflict)
+	}
+	if cfg.ReleaseOnStop && opts.GracefulShutdownTimeout != nil && *opts.GracefulShutdownTimeout == 0 {
+		return opts, nil, fmt.Errorf("%w: ReleaseOnStop with GracefulShutdownTimeout 0: Start would return before the runnables stopped, and the release would promise what nobody waited for", ErrConflict)
+	}
+	var err error
+	if opts.LeaseDuration, cfg.LeaseDuration, err = same("LeaseDuration", opts.LeaseDuration, cfg.LeaseDuration, leadership.DefaultLeaseDuration); err != nil {
+		return opts, nil, err
+	}
+	if opts.RenewDeadline, cfg.RenewDeadline, err = same("RenewDeadline", opts.RenewDeadline, cfg.RenewDeadline, leadership.DefaultRenewDeadline); err != nil {
+		return opts, nil, err
+	}
+	if opts.RetryPeriod, cfg.RetryPeriod, err = same("RetryPeriod", opts.RetryPeriod, cfg.RetryPeriod, leadership.DefaultRetryPeriod); err != nil {
+		return opts, nil, err
+	}
+	cfg.ExactTimings = true
+	lock, err := leadership.NewResourceLock(cfg)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.LeaderElection = true
+	opts.LeaderElectionResourceLockInterface = lock
+	if opts.LeaderElectionID == "" {
+		opts.LeaderElectionID = cfg.Lock
+	}
+	return opts, lock, nil
+}
+
+// same settles one timing: the manager's value m (nil: unset) and the lock's l (0: unset).
+func same(field string, m *time.Duration, l, def time.Duration) (*time.Duration, time.Duration, error) {
+	switch {
+	case m != nil && l != 0 && *m != l:
+		return m, l, fmt.Errorf("%w: manager.Options.%s %v, ResourceLockConfig.%s %v: set one of them", ErrConflict, field, *m, field, l)
+	case m != nil:
+		return m, *m, nil
+	case l != 0:
+		return &l, l, nil
+	default:
+		d := def
+		return &d, d, nil
+	}
+}
