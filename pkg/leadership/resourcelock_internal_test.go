@@ -3,6 +3,7 @@ package leadership
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,11 @@ func TestDecideRenewal(t *testing.T) {
 		{"released token", heldLock("a", 7, 15), grantReleased, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
 		{"release lost", heldLock("a", 7, 15), grantResend, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
 		{"no lock", nil, grantNone, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
+		// Without ExactTimings, a record's LeaseDuration of 15 s bounds RenewDeadline below 16 s
+		// and RetryPeriod below 16/1.2 s: 29.33 s of belief.
+		{"unknown timings: a 32 s lease leaves 30 s", heldLock("a", 7, 32), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent.add(100 * time.Millisecond), nil},
+		{"unknown timings: a 31 s lease leaves 29 s", heldLock("a", 7, 31), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent, ErrTimingsRefused},
+		{"unknown timings: the default 15 s lease", heldLock("a", 7, 15), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent, ErrTimingsRefused},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,6 +77,24 @@ func TestDecideRenewal(t *testing.T) {
 
 // TestRecord checks what client-go sees: only a grant this pod may lead names it; anything
 // else names a holder, so that client-go waits instead of calling Update.
+// TestRemedy checks the lease the refusal message asks for: the smallest that fits.
+func TestRemedy(t *testing.T) {
+	const sec = time.Second
+	for _, c := range []struct {
+		t    timings
+		want string
+	}{
+		{timings{10 * sec, 2 * sec, false}, "set spec.leaseDurationSeconds to 15 or more"},
+		{timings{16 * sec, 16 * sec * 5 / 6, true}, "set spec.leaseDurationSeconds to 32 or more, or declare the manager's exact timings"},
+		{timings{3000 * sec, 600 * sec, false}, "no lease up to the API's maximum fits"},
+	} {
+		got := remedy(c.t, DefaultMargin(c.t.belief()))
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("remedy(%v) = %q, want it to start %q", c.t, got, c.want)
+		}
+	}
+}
+
 func TestRecord(t *testing.T) {
 	me := "uid-a"
 	releasing := heldLock("a", 7, 15)

@@ -20,7 +20,8 @@ var ErrConflict = errors.New("crmanager: the manager's options conflict with the
 // Options returns opts set to elect through a new leadership.ResourceLock made from cfg:
 // LeaderElection true, the lock as LeaderElectionResourceLockInterface, LeaderElectionID the
 // lock's name when unset (it names the election in logs and leader_election_master_status),
-// and LeaseDuration, RenewDeadline and RetryPeriod equal on both sides: each is taken from
+// Controller.SkipNameValidation true when unset (leadership.RunManager builds managers with
+// the same controllers again in one process), and LeaseDuration, RenewDeadline and RetryPeriod equal on both sides: each is taken from
 // whichever of opts and cfg sets it (both: they must be equal), else controller-runtime's
 // default (15 s, 10 s, 2 s). It refuses opts that elect otherwise (a lock interface of their
 // own), LeaderElectionReleaseOnCancel (the lock ignores client-go's release: use
@@ -54,6 +55,13 @@ func Options(cfg leadership.ResourceLockConfig, opts manager.Options) (manager.O
 	}
 	opts.LeaderElection = true
 	opts.LeaderElectionResourceLockInterface = lock
+	if opts.Controller.SkipNameValidation == nil {
+		// leadership.RunManager builds a new manager with the same controllers in the same
+		// process after a lost lock: controller-runtime's process-wide name check would refuse
+		// them (and the refused manager would keep its probe port).
+		skip := true
+		opts.Controller.SkipNameValidation = &skip
+	}
 	if opts.LeaderElectionID == "" {
 		opts.LeaderElectionID = cfg.Lock
 	}

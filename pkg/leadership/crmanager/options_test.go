@@ -65,6 +65,9 @@ func TestOptions(t *testing.T) {
 				t.Errorf("LeaderElection %v, lock interface set %v, ID %q: want true, the lock, \"op\"",
 					opts.LeaderElection, opts.LeaderElectionResourceLockInterface == lock, opts.LeaderElectionID)
 			}
+			if opts.Controller.SkipNameValidation == nil || !*opts.Controller.SkipNameValidation {
+				t.Errorf("Controller.SkipNameValidation = %v, want true (RunManager builds the same controllers again)", opts.Controller.SkipNameValidation)
+			}
 			if *opts.LeaseDuration != c.lease || *opts.RenewDeadline != c.renew || *opts.RetryPeriod != c.try {
 				t.Errorf("manager timings %v/%v/%v, want %v/%v/%v", *opts.LeaseDuration, *opts.RenewDeadline, *opts.RetryPeriod, c.lease, c.renew, c.try)
 			}

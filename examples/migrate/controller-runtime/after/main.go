@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lockwarden/lockwarden/pkg/leadership"
+	"github.com/lockwarden/lockwarden/pkg/leadership/crmanager"
 )
 
 const (
@@ -53,10 +54,11 @@ func main() {
 
 	cfg := ctrl.GetConfigOrDie()
 	ctx := ctrl.SetupSignalHandler()
-	// The lock follows the DistributedLock; Identity defaults to $POD_UID, Name to $POD_NAME.
-	// RenewDeadline and RetryPeriod default to the manager's defaults (10 s and 2 s): set
-	// both here too if you set them in ctrl.Options.
-	lock, err := leadership.NewResourceLock(leadership.ResourceLockConfig{
+	// crmanager.Options makes the lock, which follows the DistributedLock (Identity defaults
+	// to $POD_UID, Name to $POD_NAME), and gives it and the manager one set of leader election
+	// timings (controller-runtime's defaults here): the lock keeps the manager within its
+	// term's validity only by knowing them exactly.
+	opts, lock, err := crmanager.Options(leadership.ResourceLockConfig{
 		Config:    cfg,
 		Namespace: ns,
 		Lock:      lockName,
@@ -64,18 +66,24 @@ func main() {
 		// once the manager has stopped every controller.
 		ReleaseOnStop: true,
 		Log:           ctrl.Log.WithName("leadership"),
+	}, ctrl.Options{
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		HealthProbeBindAddress: ":8081",
+		// With a lock of its own the manager ignores LeaderElectionNamespace; the ID only
+		// names the election in logs and in leader_election_master_status{name}.
+		LeaderElectionID: lockName,
 	})
 	if err != nil {
 		log.Error(err, "create lock")
 		os.Exit(1)
 	}
 	if *recampaign {
-		// A manager that loses the lock is stopped; once the lost term's validity has passed
-		// RunManager builds a new one, which campaigns again.
-		err = leadership.RunManager(ctx, lock, func() (leadership.Manager, error) { return newManager(cfg, ns, name, lock) })
+		// A manager that loses the lock is stopped; RunManager builds a new one at once, which
+		// campaigns again and leads no sooner than the lost term's validity has passed.
+		err = leadership.RunManager(ctx, lock, func() (leadership.Manager, error) { return newManager(cfg, opts, name, lock) })
 	} else {
 		var mgr ctrl.Manager
-		mgr, err = newManager(cfg, ns, name, lock)
+		mgr, err = newManager(cfg, opts, name, lock)
 		if err == nil {
 			// Start returns "leader election lost" when the lock is lost; the process exits
 			// and the kubelet restarts the container, which campaigns again.
@@ -88,18 +96,9 @@ func main() {
 	}
 }
 
-// newManager builds a manager and its one controller, electing with lock.
-func newManager(cfg *rest.Config, ns, name string, lock *leadership.ResourceLock) (ctrl.Manager, error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		HealthProbeBindAddress: ":8081",
-
-		LeaderElection: true,
-		// With a lock of its own the manager ignores LeaderElectionNamespace; the ID only
-		// names the election in logs and in leader_election_master_status{name}.
-		LeaderElectionID:                    lockName,
-		LeaderElectionResourceLockInterface: lock,
-	})
+// newManager builds a manager from opts (which elect with lock) and its one controller.
+func newManager(cfg *rest.Config, opts ctrl.Options, name string, lock *leadership.ResourceLock) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
