@@ -92,6 +92,23 @@
 //     termLeaseSeconds/3. ReleaseOnStop and Release are ReleaseOnCancel, confirmed by the
 //     holder after its work stopped.
 //
+// # controller-runtime managers: ResourceLock
+//
+// A ResourceLock is a client-go resourcelock.Interface backed by the lock, for a manager's
+// LeaderElectionResourceLockInterface (crmanager.Options sets it up with one set of timings
+// for manager and lock). client-go's elector then decides when the manager leads, and the
+// ResourceLock only lets it: it writes nothing, Get and Update are consistent reads judged as
+// above, and a renewal succeeds only while more of the term's validity is left than client-go
+// may go on leading after it (RenewDeadline + RetryPeriod when declared with ExactTimings,
+// 11/6 of LeaseDuration otherwise). So a manager that lost the lock stops its controllers
+// within the term's validity, but only when client-go gives up, up to RenewDeadline +
+// RetryPeriod after the controller ended the term: the ResourceLock's Valid() and Token()
+// follow the lock at once, and reconcilers check Valid() before each write. RunManager
+// re-campaigns after a lost lock and, with ReleaseOnStop, confirms a clean stop. Suspends:
+// client-go's timers run on the monotonic clock, so after a suspend the controllers may run
+// past a validity measured on CLOCK_BOOTTIME; Valid() is right, which is why reconcilers
+// check it.
+//
 // # Guarantees
 //
 // While Valid() is true, a consistent read sent less than termLeaseSeconds - margin ago (on
