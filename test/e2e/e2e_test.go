@@ -32,6 +32,7 @@ func TestE2E(t *testing.T) {
 		{"readiness-fails", scenarioReadinessFails},
 		{"kubelet-stopped", scenarioKubeletStopped},
 		{"node-deleted", scenarioNodeDeleted},
+		{"stamper", scenarioStamper},
 	} {
 		start := time.Now()
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, c, report) })
