@@ -30,7 +30,12 @@ var ErrStillLeading = errors.New("leadership: a manager still leads with this lo
 // does not wait for them after a lost lock). Each manager must use lock as its
 // LeaderElectionResourceLockInterface. Any other error from Start is returned, and so is an
 // error from build (after a lost lock, only once retries for 30 s failed: the lost manager's
-// servers may still hold their ports for a moment).
+// servers may still hold their ports for a moment). A build that fails after it created its
+// manager leaves that manager's probe and metrics ports bound for good (controller-runtime
+// binds them in New and frees them only in Start), so every retry fails: let build fail
+// only before it calls ctrl.NewManager, and use crmanager.Options, which sets
+// SkipNameValidation (controller-runtime otherwise refuses the same controller names in the
+// rebuilt manager).
 //
 // When ctx ends, RunManager returns what Start returned. With ResourceLockConfig.ReleaseOnStop
 // it first confirms the end of the term to the controller, which then grants the next

@@ -68,8 +68,12 @@ func scenarioDeleteHolder(t *testing.T, c *cluster, r *e2eReport) {
 	if !tm.ReleasingAt.IsZero() {
 		rel = ms(tm.ReleasingAt.Sub(t0))
 	}
+	del := "not yet recorded when the next grant was"
+	if !deleted.IsZero() {
+		del = ms(deleted.Sub(t0))
+	}
 	r.add("delete-holder: kubectl delete at 0; Releasing (HolderTerminating) published %s; kubelet's terminal update %s; next holder %s (token %d) granted %s, %s after the terminal update; the pod's DELETED %s",
-		rel, ms(terminal.Sub(t0)), next.Status.Holder, next.Status.FencingToken, ms(nt.GrantedAt.Sub(t0)), ms(nt.GrantedAt.Sub(terminal)), ms(deleted.Sub(t0)))
+		rel, ms(terminal.Sub(t0)), next.Status.Holder, next.Status.FencingToken, ms(nt.GrantedAt.Sub(t0)), ms(nt.GrantedAt.Sub(terminal)), del)
 	var own []podObs
 	for _, p := range pods {
 		if string(p.Pod.UID) == uid {
