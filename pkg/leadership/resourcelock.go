@@ -39,7 +39,8 @@ type ResourceLockConfig struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod are the manager's leader election timings
 	// (manager.Options LeaseDuration, RenewDeadline and RetryPeriod); zero means
 	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod, controller-runtime's
-	// defaults. They count only with ExactTimings.
+	// defaults. NewResourceLock checks them as client-go does (LeaseDuration > RenewDeadline >
+	// 1.2 x RetryPeriod); renewals are judged by them only with ExactTimings.
 	LeaseDuration              time.Duration
 	RenewDeadline, RetryPeriod time.Duration
 	// ExactTimings declares that the manager runs with exactly LeaseDuration, RenewDeadline and
@@ -47,23 +48,27 @@ type ResourceLockConfig struct {
 	// while more than RenewDeadline + RetryPeriod of the term's validity is left, because
 	// client-go goes on leading for up to that long after a renewal. The lock checks what
 	// client-go shows of the timings: an Update whose record carries another LeaseDuration is
-	// refused; a renewal round whose context or start shows a longer RenewDeadline or
-	// RetryPeriod makes later renewals assume the longer, and ReadyzCheck fails from then on
-	// (the term in progress is not protected from a manager given longer timings than declared).
+	// refused; a renewal round whose context shows a longer RenewDeadline, or that starts
+	// longer after the previous round's renewal than RetryPeriod, makes later renewals assume
+	// the longer, and ReadyzCheck fails from then on (the term in progress is not protected from
+	// a manager given longer timings than declared). With controller-runtime's defaults on a
+	// 15 s lock a renewal's read may take at most about 1 s (13 s of validity, 12 s needed); a
+	// slower one is refused as late and client-go retries within RenewDeadline.
 	//
 	// Without ExactTimings (the default: the manager's timings are unknown, as with a bare
 	// LeaderElectionResourceLockInterface option) a renewal must leave more validity than the
-	// most client-go can lead after it under the LeaseDuration its records carry: RenewDeadline
-	// is below LeaseDuration and RetryPeriod below RenewDeadline/1.2 (client-go refuses other
-	// timings), so 11/6 of LeaseDuration (rounded up to the next second). With
-	// controller-runtime's default 15 s that needs spec.leaseDurationSeconds 32 or more; a
-	// shorter lock needs ExactTimings or a shorter manager LeaseDuration.
+	// most client-go can lead after it under the LeaseDuration its Update records carry:
+	// RenewDeadline is below LeaseDuration and RetryPeriod below RenewDeadline/1.2 (client-go
+	// refuses other timings), so 11/6 of LeaseDuration, taken as one second more than the whole
+	// seconds the record carries (client-go rounds it down). With controller-runtime's default
+	// 15 s that needs spec.leaseDurationSeconds 32 or more; a shorter lock needs ExactTimings or
+	// a shorter manager LeaseDuration.
 	ExactTimings bool
 	// ReleaseOnStop makes RunManager confirm the end of the term to the controller (the
 	// holder-release annotation, see Elector.Release) when its context ended, the manager's
 	// Start returned nil (every runnable returned within GracefulShutdownTimeout) and client-go
-	// stopped leading because the manager stopped it, not because a renewal failed (default
-	// false). Then controller-runtime waited for every runnable, except when
+	// stopped leading because the manager stopped it, its newest read confirming the term, not
+	// because a renewal failed (default false; see Release). Then controller-runtime waited for every runnable, except when
 	// GracefulShutdownTimeout is 0: leave ReleaseOnStop off then (crmanager.Options refuses it).
 	ReleaseOnStop bool
 	// ReleaseTimeout bounds a release request, as Config.ReleaseTimeout.
@@ -89,17 +94,22 @@ type ResourceLock struct {
 	// led is the term the newest successful Update confirmed; nil after a failed one.
 	led atomic.Pointer[termView]
 	// renewSeen is the longest RenewDeadline client-go's contexts have shown, retrySeen the
-	// shortest gap seen between a renewal and the next round (an upper bound of RetryPeriod),
-	// both in nanoseconds (0: none seen).
+	// longest of the recent gaps between a renewal and the next round (RetryPeriod as client-go
+	// waits it), both in nanoseconds (0: none seen).
 	renewSeen, retrySeen atomic.Int64
 	// leaseSeen is the LeaseDuration (seconds) the newest Update's record carried; 0: none.
 	leaseSeen atomic.Int64
 	// renewing is true between client-go's "became leader" and "stopped leading" events: its
-	// contexts are then renewal rounds'. lastOK is the wall time of the newest successful
-	// Update; updateOK says whether the newest Update succeeded; cleanStop whether client-go
-	// stopped leading with its newest Update successful (it was stopped, not refused).
-	renewing, updateOK, cleanStop atomic.Bool
-	lastOK                        atomic.Pointer[time.Time]
+	// contexts are then renewal rounds'. claimed is set by a successful Update and cleared by
+	// "stopped leading": client-go may lead. lastOK is the wall time of the newest successful
+	// Update; readOK says whether the newest read (Get's or Update's) confirmed the term;
+	// cleanStop whether every manager that led with the lock stopped leading with its newest
+	// read confirming the term (it was stopped, not refused); true before any led.
+	renewing, claimed, readOK, cleanStop atomic.Bool
+	lastOK                               atomic.Pointer[time.Time]
+	// rw serialises Update and Release, so that no Update confirms a term a Release is
+	// releasing, and no Release releases a term an Update just confirmed.
+	rw sync.Mutex
 	// notBefore is the instant before which no term is confirmed (RunManager's wait for a
 	// lost term's validity); 0 when none.
 	notBefore atomic.Int64
@@ -107,11 +117,12 @@ type ResourceLock struct {
 	campaigning atomic.Bool
 
 	mu       sync.Mutex
-	last     *termView // the newest term ever confirmed (kept after it ends), guarded by mu
-	lastRead instant   // send time of the newest successful read, guarded by mu
-	readErr  error     // why the newest read failed; nil after a success, guarded by mu
-	refused  error     // why the newest grant to this pod was refused, guarded by mu
-	mismatch error     // the manager's RenewDeadline is longer than configured, guarded by mu
+	last     *termView       // the newest term ever confirmed (kept after it ends), guarded by mu
+	lastRead instant         // send time of the newest successful read, guarded by mu
+	readErr  error           // why the newest read failed; nil after a success, guarded by mu
+	refused  error           // why the newest grant to this pod was refused, guarded by mu
+	mismatch error           // the manager's timings differ from the configured ones, guarded by mu
+	gaps     []time.Duration // the recent gaps between renewal rounds, guarded by mu
 	limit    time.Duration
 }
 
@@ -138,8 +149,10 @@ func NewResourceLock(cfg ResourceLockConfig) (*ResourceLock, error) {
 		return nil, invalid("RenewDeadline", fmt.Sprintf("%v is negative", cfg.RenewDeadline))
 	case cfg.RetryPeriod < 0:
 		return nil, invalid("RetryPeriod", fmt.Sprintf("%v is negative", cfg.RetryPeriod))
-	case cfg.RenewDeadline <= cfg.RetryPeriod:
-		return nil, invalid("RenewDeadline", fmt.Sprintf("%v is not longer than RetryPeriod %v (client-go refuses it)", cfg.RenewDeadline, cfg.RetryPeriod))
+	case cfg.RetryPeriod < time.Millisecond:
+		return nil, invalid("RetryPeriod", fmt.Sprintf("%v is below 1ms", cfg.RetryPeriod))
+	case float64(cfg.RenewDeadline) <= 1.2*float64(cfg.RetryPeriod):
+		return nil, invalid("RenewDeadline", fmt.Sprintf("%v is not longer than 1.2 x RetryPeriod %v (client-go refuses it)", cfg.RenewDeadline, cfg.RetryPeriod))
 	}
 	e, err := New(Config{Config: cfg.Config, Namespace: cfg.Namespace, Lock: cfg.Lock, Identity: cfg.Identity, Name: cfg.Name,
 		Margin: cfg.Margin, ReleaseTimeout: cfg.ReleaseTimeout, Log: cfg.Log})
@@ -147,7 +160,9 @@ func NewResourceLock(cfg ResourceLockConfig) (*ResourceLock, error) {
 		return nil, err
 	}
 	cfg.Identity, cfg.Name = e.cfg.Identity, e.cfg.Name
-	return &ResourceLock{e: e, cfg: cfg, limit: readLimit(&e.cfg, defaultLease)}, nil
+	l := &ResourceLock{e: e, cfg: cfg, limit: readLimit(&e.cfg, defaultLease)}
+	l.cleanStop.Store(true) // no leader-election runnable has run
+	return l, nil
 }
 
 // Identity returns this pod's UID: client-go's identity of the candidate.
@@ -166,8 +181,9 @@ func (l *ResourceLock) RecordEvent(s string) {
 		l.cleanStop.Store(false)
 		l.renewing.Store(true)
 	case "stopped leading":
-		l.cleanStop.Store(l.renewing.Load() && l.updateOK.Load())
+		l.cleanStop.Store(l.renewing.Load() && l.readOK.Load())
 		l.renewing.Store(false)
+		l.claimed.Store(false)
 	}
 	l.e.log().Info("leader election: "+s, "token", l.Token())
 }

@@ -16,8 +16,14 @@ type Manager interface {
 // Start when its leader election lost the lock.
 const errLeaderElectionLost = "leader election lost"
 
-// ErrStillLeading is returned by ResourceLock.Release while client-go leads with the lock.
-var ErrStillLeading = errors.New("leadership: a manager still leads with this lock: release after its Start returned")
+var (
+	// ErrStillLeading is returned by ResourceLock.Release while client-go leads with the lock.
+	ErrStillLeading = errors.New("leadership: a manager still leads with this lock: release after its Start returned")
+	// ErrUncleanStop is returned by ResourceLock.Release when client-go stopped leading after a
+	// read that did not confirm the term: the runnables may still run, and the controller ends
+	// the term after the lock delay.
+	ErrUncleanStop = errors.New("leadership: client-go stopped leading after a read that did not confirm the term, so controller-runtime may not have waited for the runnables: no release; the controller ends the term after the lock delay")
+)
 
 // RunManager runs managers built by build, one at a time, until ctx ends. When a manager loses
 // the lock (its Start returns controller-runtime's "leader election lost"), RunManager builds
@@ -38,10 +44,10 @@ var ErrStillLeading = errors.New("leadership: a manager still leads with this lo
 // rebuilt manager).
 //
 // When ctx ends, RunManager returns what Start returned. With ResourceLockConfig.ReleaseOnStop
-// it first confirms the end of the term to the controller, which then grants the next
-// candidate without the lock delay, but only when Start returned nil and client-go stopped
-// leading because the manager stopped it (its newest renewal had succeeded): a renewal that
-// failed first means controller-runtime may not have waited for the runnables.
+// it first confirms the end of the term to the controller (Release), which then grants the
+// next candidate without the lock delay, but only when Start returned nil and client-go
+// stopped leading because the manager stopped it (its newest read had confirmed the term): a
+// read that did not, first, means controller-runtime may not have waited for the runnables.
 //
 // controller-runtime reports a lost lock only by that error's text (v0.25); a wrapped or
 // reworded error is returned instead of re-campaigning, which fails safe.
@@ -52,7 +58,6 @@ func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, 
 		if err != nil {
 			return err
 		}
-		lock.cleanStop.Store(false)
 		err = m.Start(ctx)
 		if ctx.Err() != nil {
 			if err == nil && lock.cfg.ReleaseOnStop {
@@ -109,27 +114,31 @@ func (l *ResourceLock) waitOutTerm() {
 // lock still names this pod with it; failures are logged (the controller then ends the term
 // after the lock delay).
 func (l *ResourceLock) releaseAfterStop(ctx context.Context) {
-	if !l.cleanStop.Load() {
-		l.e.log().Info("release not sent: client-go stopped leading after a failed renewal, so the manager may not have waited for its runnables; the controller ends the term after the lock delay")
-		return
-	}
 	if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotLeading) {
-		l.e.log().Info("release after the manager stopped failed", "error", err.Error())
+		l.e.log().Info("release not sent", "error", err.Error())
 	}
 }
 
 // Release confirms to the controller that this pod's work under its newest term has
 // stopped: it patches the holder-release annotation (as Elector.Release does) when a
 // consistent read still shows the lock naming this pod with that token, Held or Releasing,
-// and returns ErrNotLeading otherwise. Call it only once nothing acts under the token any
-// more: after the manager's Start returned nil (RunManager with ReleaseOnStop does this). It
-// returns ErrStillLeading while client-go leads with this lock: unlike Elector.Release it
-// cannot end the manager's term, and client-go would go on leading for up to RenewDeadline +
-// RetryPeriod after the controller granted the next pod. Valid() is false from the call on,
-// and the token is never led again.
+// and returns ErrNotLeading otherwise. The controller then grants the next candidate without
+// the lock delay. Call it once the manager's Start returned nil after its context ended
+// (RunManager with ReleaseOnStop does this); it refuses, with ErrStillLeading, while client-go
+// leads with the lock (it cannot end the manager's term, and client-go would go on leading
+// for up to RenewDeadline + RetryPeriod), and with ErrUncleanStop when client-go stopped
+// leading after a read that did not confirm the term: controller-runtime then stops waiting
+// for the runnables, so Start's nil does not mean they returned. Release and Update exclude
+// each other: a term an Update confirms is not released under it, and a released token is
+// never led again. Valid() is false from the call on.
 func (l *ResourceLock) Release(ctx context.Context) error {
-	if l.renewing.Load() {
+	l.rw.Lock()
+	defer l.rw.Unlock()
+	switch {
+	case l.claimed.Load():
 		return ErrStillLeading
+	case !l.cleanStop.Load():
+		return ErrUncleanStop
 	}
 	t := l.lastTerm()
 	if t == nil {

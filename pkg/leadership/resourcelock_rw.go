@@ -19,7 +19,7 @@ import (
 // Otherwise it names the holder (its UID) or the phase ("lockwarden:Releasing") with a renew
 // time of now, so that client-go sees a valid lease and waits instead of calling Update.
 func (l *ResourceLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	lock, r, err := l.read(ctx)
+	lock, r, err := l.read(ctx, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,12 +43,11 @@ func (l *ResourceLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRec
 // client-go sends it before controller-runtime has stopped the controllers of a lost lease;
 // RunManager's ReleaseOnStop releases after they stopped.
 func (l *ResourceLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.rw.Lock()
+	defer l.rw.Unlock()
 	err := l.update(ctx, ler)
-	if ler.HolderIdentity == "" {
-		return err // a release: no renewal
-	}
-	l.updateOK.Store(err == nil)
-	if err == nil {
+	if err == nil && ler.HolderIdentity != "" {
+		l.claimed.Store(true)
 		t := time.Now()
 		l.lastOK.Store(&t)
 	}
@@ -70,7 +69,7 @@ func (l *ResourceLock) update(ctx context.Context, ler resourcelock.LeaderElecti
 		return err
 	}
 	l.noteRound(ctx)
-	_, r, err := l.read(ctx)
+	_, r, err := l.read(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -79,8 +78,11 @@ func (l *ResourceLock) update(ctx context.Context, ler resourcelock.LeaderElecti
 
 // read sends a consistent read and judges it: the term it confirms becomes the lock's term, a
 // read that confirms none ends it. It returns the lock (nil when it does not exist), the
-// judgement, and the read's error.
-func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renewal, error) {
+// judgement, and the read's error. A Get's read (get) before any Update record showed the
+// manager's LeaseDuration, without ExactTimings, cannot judge the timings: it only says
+// whether the lock is granted (so that client-go sends the Update that shows them) and
+// confirms no term.
+func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedLock, renewal, error) {
 	sent := now()
 	if l.campaigning.CompareAndSwap(false, true) {
 		l.mu.Lock()
@@ -92,6 +94,7 @@ func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renew
 	cancel()
 	done := now()
 	if err != nil {
+		l.readOK.Store(false)
 		// The confirmed term stays valid until its deadline: a failed read proves nothing.
 		l.mu.Lock()
 		l.readErr = err
@@ -104,8 +107,19 @@ func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renew
 		refused = l.e.cfg.refuses(time.Duration(lock.Status.TermLeaseSeconds) * time.Second)
 	}
 	margin := l.e.cfg.margin(leaseOf(lock))
-	r := decideRenewal(lock, g, refused, margin, l.timings(), sent, done, instant(l.notBefore.Load()))
-	l.settle(lock, g, r, sent)
+	t := l.timings()
+	provisional := get && !l.cfg.ExactTimings && l.leaseSeen.Load() == 0
+	if provisional {
+		t = timings{} // unknown until an Update's record shows the LeaseDuration
+	}
+	r := decideRenewal(lock, g, refused, margin, t, sent, done, instant(l.notBefore.Load()))
+	l.readOK.Store(r.err == nil)
+	if provisional && r.err == nil {
+		r = renewal{} // granted, but no term is confirmed under unknown timings
+		l.settleRead(lock, sent)
+	} else {
+		l.settle(lock, g, r, sent)
+	}
 	if g == grantResend {
 		// A release this lock sent may have been lost: send it again (its outcome settles the
 		// token as Release does).
@@ -114,10 +128,15 @@ func (l *ResourceLock) read(ctx context.Context) (*lockv1.DistributedLock, renew
 	return lock, r, nil
 }
 
-// settle records what a read showed: the confirmed term, readiness, and refusals.
-func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, sent instant) {
+// settleRead records a successful read for readiness.
+func (l *ResourceLock) settleRead(lock *lockv1.DistributedLock, sent instant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.readSucceeded(lock, sent)
+}
+
+// readSucceeded records a successful read sent at sent; l.mu is held.
+func (l *ResourceLock) readSucceeded(lock *lockv1.DistributedLock, sent instant) {
 	if sent > l.lastRead {
 		l.lastRead = sent
 	}
@@ -125,6 +144,13 @@ func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, 
 	if lease := leaseOf(lock); lease > 0 {
 		l.limit = readLimit(&l.e.cfg, lease)
 	}
+}
+
+// settle records what a read showed: the confirmed term, readiness, and refusals.
+func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, sent instant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readSucceeded(lock, sent)
 	prev := l.refused
 	l.refused = nil
 	if g == grantLead && isRefusal(r.err) {

@@ -14,7 +14,8 @@ import (
 // a round returned. So while client-go renews (between its "became leader" and "stopped
 // leading" events), what is left of a context's deadline is a lower bound of RenewDeadline,
 // and the gap from a successful Update to the start of the next round (its deadline minus
-// RenewDeadline) an upper bound of RetryPeriod. Every Update's record carries LeaseDuration.
+// RenewDeadline) is RetryPeriod plus scheduling delay. Every Update's record carries
+// LeaseDuration.
 
 // timings returns the manager's timings as the lock judges renewals: with ExactTimings the
 // configured ones, or longer ones client-go has shown; without, the longest the LeaseDuration
@@ -57,9 +58,11 @@ func (l *ResourceLock) noteRound(ctx context.Context) {
 		l.renewSeen.Store(int64(left)) // one caller at a time: client-go's loop
 	}
 	if last := l.lastOK.Load(); last != nil {
+		// The first round follows the acquisition at once (a gap near zero); the longest of the
+		// recent gaps is RetryPeriod as client-go waits it, pauses of this process included.
 		roundStart := dl.Add(-l.timings().renewDeadline)
-		if gap := roundStart.Sub(*last); gap > 0 && (l.retrySeen.Load() == 0 || int64(gap) < l.retrySeen.Load()) {
-			l.retrySeen.Store(int64(gap))
+		if gap := roundStart.Sub(*last); gap > 0 {
+			l.noteGap(gap)
 		}
 	}
 	t := l.timings()
@@ -71,6 +74,25 @@ func (l *ResourceLock) noteRound(ctx context.Context) {
 		_ = l.mismatched(fmt.Errorf("%w: the manager's RetryPeriod is about %v, ResourceLockConfig.RetryPeriod %v: set them equal (renewals now assume the longer)",
 			ErrTimingsMismatch, t.retryPeriod.Round(time.Millisecond), l.cfg.RetryPeriod))
 	}
+}
+
+// gapWindow is how many recent gaps between renewal rounds bound RetryPeriod.
+const gapWindow = 8
+
+// noteGap records one gap between a renewal and the next round's start, and sets retrySeen to
+// the longest of the recent ones.
+func (l *ResourceLock) noteGap(gap time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gaps = append(l.gaps, gap)
+	if len(l.gaps) > gapWindow {
+		l.gaps = l.gaps[1:]
+	}
+	longest := time.Duration(0)
+	for _, g := range l.gaps {
+		longest = max(longest, g)
+	}
+	l.retrySeen.Store(int64(longest))
 }
 
 // mismatched records err for ReadyzCheck, logs it the first time, and returns it.

@@ -23,7 +23,8 @@ var ErrConflict = errors.New("crmanager: the manager's options conflict with the
 // Controller.SkipNameValidation true when unset (leadership.RunManager builds managers with
 // the same controllers again in one process), and LeaseDuration, RenewDeadline and RetryPeriod equal on both sides: each is taken from
 // whichever of opts and cfg sets it (both: they must be equal), else controller-runtime's
-// default (15 s, 10 s, 2 s). It refuses opts that elect otherwise (a lock interface of their
+// default (15 s, 10 s, 2 s), checked as client-go checks them (LeaseDuration > RenewDeadline >
+// 1.2 x RetryPeriod). It refuses opts that elect otherwise (a lock interface of their
 // own), LeaderElectionReleaseOnCancel (the lock ignores client-go's release: use
 // cfg.ReleaseOnStop with leadership.RunManager), and cfg.ReleaseOnStop with a zero
 // GracefulShutdownTimeout (Start would return before the runnables stopped). The error wraps
@@ -68,13 +69,17 @@ func Options(cfg leadership.ResourceLockConfig, opts manager.Options) (manager.O
 	return opts, lock, nil
 }
 
-// same settles one timing: the manager's value m (nil: unset) and the lock's l (0: unset).
+// same settles one timing: the manager's value m (nil: unset) and the lock's l (0: unset). The
+// manager gets its own copy, so that changing the caller's variable later cannot part them.
 func same(field string, m *time.Duration, l, def time.Duration) (*time.Duration, time.Duration, error) {
 	switch {
+	case m != nil && *m <= 0:
+		return m, l, fmt.Errorf("%w: manager.Options.%s %v is not positive", ErrConflict, field, *m)
 	case m != nil && l != 0 && *m != l:
 		return m, l, fmt.Errorf("%w: manager.Options.%s %v, ResourceLockConfig.%s %v: set one of them", ErrConflict, field, *m, field, l)
 	case m != nil:
-		return m, *m, nil
+		v := *m
+		return &v, v, nil
 	case l != 0:
 		return &l, l, nil
 	default:

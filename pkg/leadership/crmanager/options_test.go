@@ -45,6 +45,8 @@ func TestOptions(t *testing.T) {
 		{name: "ReleaseOnStop without a graceful shutdown", cfg: lockConfig(func(c *leadership.ResourceLockConfig) { c.ReleaseOnStop = true }),
 			opts: manager.Options{GracefulShutdownTimeout: ptr.To(time.Duration(0))}, err: "GracefulShutdownTimeout 0"},
 		{name: "timings client-go refuses", cfg: lockConfig(nil), opts: manager.Options{LeaseDuration: ptr.To(5 * s)}, err: "LeaseDuration: 5s is not longer than RenewDeadline 10s"},
+		{name: "RetryPeriod above RenewDeadline/1.2", cfg: lockConfig(nil), opts: manager.Options{RetryPeriod: ptr.To(9 * s)}, err: "not longer than 1.2 x RetryPeriod 9s"},
+		{name: "a pointer to zero", cfg: lockConfig(nil), opts: manager.Options{RenewDeadline: ptr.To(time.Duration(0))}, err: "RenewDeadline 0s is not positive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,6 +69,9 @@ func TestOptions(t *testing.T) {
 			}
 			if opts.Controller.SkipNameValidation == nil || !*opts.Controller.SkipNameValidation {
 				t.Errorf("Controller.SkipNameValidation = %v, want true (RunManager builds the same controllers again)", opts.Controller.SkipNameValidation)
+			}
+			if c.opts.RenewDeadline != nil && opts.RenewDeadline == c.opts.RenewDeadline {
+				t.Errorf("the manager shares the caller's RenewDeadline pointer: a later change would part manager and lock")
 			}
 			if *opts.LeaseDuration != c.lease || *opts.RenewDeadline != c.renew || *opts.RetryPeriod != c.try {
 				t.Errorf("manager timings %v/%v/%v, want %v/%v/%v", *opts.LeaseDuration, *opts.RenewDeadline, *opts.RetryPeriod, c.lease, c.renew, c.try)
