@@ -55,6 +55,57 @@ func (s *slowStop) get() (ran bool, ctxEnd, ret time.Time) {
 	return s.ran, s.ctxEnd, s.ret
 }
 
+// releaseLog is a logger that notes when the lock logs "released", and a reader of that time.
+func releaseLog() (logr.Logger, func() time.Time) {
+	var mu sync.Mutex
+	var released time.Time
+	log := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if released.IsZero() && strings.Contains(args, `"msg"="released"`) {
+			released = time.Now()
+		}
+	}, funcr.Options{})
+	return log, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return released
+	}
+}
+
+// slowStopManager is a manager electing with l under the timings ld, rd, rp and the graceful
+// shutdown timeout grace, with run as its one leader-election runnable.
+func slowStopManager(l *leadership.ResourceLock, run *slowStop, ld, rd, rp, grace time.Duration) (manager.Manager, error) {
+	mgr, err := manager.New(env.Config, manager.Options{
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		LeaderElection: true, LeaderElectionResourceLockInterface: l, Logger: logr.Discard(),
+		LeaseDuration: ptr.To(ld), RenewDeadline: ptr.To(rd), RetryPeriod: ptr.To(rp),
+		GracefulShutdownTimeout: ptr.To(grace),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mgr, mgr.Add(run)
+}
+
+// releaseAnnotation reads the lock's holder-release annotation ("" when absent) and what run
+// saw: when its context ended, and whether it still runs.
+func releaseAnnotation(t *testing.T, h *harness, run *slowStop) (annotation string, ctxEnd time.Time, running bool) {
+	t.Helper()
+	var lock lockv1.DistributedLock
+	if err := k8s.Get(context.Background(), h.key, &lock); err != nil {
+		t.Fatalf("get lock: %v", err)
+	}
+	_, ctxEnd, ret := run.get()
+	return lock.Annotations[lockv1.AnnotationHolderRelease], ctxEnd, ret.IsZero()
+}
+
+// awaitReturn waits until run has returned, so that no test leaves it running.
+func awaitReturn(t *testing.T, run *slowStop) {
+	t.Helper()
+	eventually(t, 15*time.Second, func() bool { _, _, r := run.get(); return !r.IsZero() }, func() string { return "runnable never returned" })
+}
+
 // TestReview14ReleaseWhileRunnableRunsNoRace (fixed: RunManager releases only when client-go
 // stopped leading with its newest renewal successful): RunManager with ReleaseOnStop releases after the
 // manager's Start returned nil, taken as "every runnable returned". The pod is being deleted:
@@ -70,15 +121,7 @@ func (s *slowStop) get() (ran bool, ctxEnd, ret time.Time) {
 func TestReview14ReleaseWhileRunnableRunsNoRace(t *testing.T) {
 	h := newHarness(t, 8)
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
-	var logMu sync.Mutex
-	var released time.Time
-	log := funcr.New(func(prefix, args string) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		if released.IsZero() && strings.Contains(args, `"msg"="released"`) {
-			released = time.Now()
-		}
-	}, funcr.Options{})
+	log, released := releaseLog()
 	l := recordedResourceLock(t, h, "pod-a", "uid-a", leadership.ResourceLockConfig{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second, ExactTimings: true, ReleaseOnStop: true, Log: log})
 	run := &slowStop{linger: 8 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,23 +129,14 @@ func TestReview14ReleaseWhileRunnableRunsNoRace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- leadership.RunManager(ctx, l, func() (leadership.Manager, error) {
-			mgr, err := manager.New(env.Config, manager.Options{
-				Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-				LeaderElection: true, LeaderElectionResourceLockInterface: l, Logger: logr.Discard(),
-				LeaseDuration: ptr.To(4 * time.Second), RenewDeadline: ptr.To(3 * time.Second), RetryPeriod: ptr.To(time.Second),
-				GracefulShutdownTimeout: ptr.To(3 * time.Second),
-			})
-			if err != nil {
-				return nil, err
-			}
-			return mgr, mgr.Add(run)
+			return slowStopManager(l, run, 4*time.Second, 3*time.Second, time.Second, 3*time.Second)
 		})
 	}()
 	eventually(t, 20*time.Second, func() bool { ran, _, _ := run.get(); return ran }, func() string { return "never led" })
-	time.Sleep(1500 * time.Millisecond)
-	setStatus(t, h.key, releasing) // the pod is terminating
-	time.Sleep(2500 * time.Millisecond)
-	cancel() // SIGTERM
+	time.Sleep(1500 * time.Millisecond) // the schedule: a few renewals,
+	setStatus(t, h.key, releasing)      // then the pod is terminating,
+	time.Sleep(2500 * time.Millisecond) // and client-go's renewal round is failing
+	cancel()                            // when SIGTERM comes
 	var err error
 	select {
 	case err = <-done:
@@ -110,18 +144,11 @@ func TestReview14ReleaseWhileRunnableRunsNoRace(t *testing.T) {
 		t.Fatalf("RunManager did not return 30s after its context ended")
 	}
 	returned := time.Now()
-	var lock lockv1.DistributedLock
-	if gerr := k8s.Get(context.Background(), h.key, &lock); gerr != nil {
-		t.Fatalf("get lock: %v", gerr)
-	}
-	_, ctxEnd, ret := run.get()
-	logMu.Lock()
-	rel := released
-	logMu.Unlock()
+	v, ctxEnd, running := releaseAnnotation(t, h, run)
 	t.Logf("RunManager = %v at %s; runnable's context ended %s; release logged %s; holder-release annotation %q; runnable still running: %v",
-		err, returned.Format(hms), ctxEnd.Format(hms), rel.Format(hms), lock.Annotations[lockv1.AnnotationHolderRelease], ret.IsZero())
-	if v, ok := lock.Annotations[lockv1.AnnotationHolderRelease]; ok && ret.IsZero() {
+		err, returned.Format(hms), ctxEnd.Format(hms), released().Format(hms), v, running)
+	if v != "" && running {
 		t.Errorf("holder-release %q was sent while a runnable of the released term still ran (it returns %v after its context ended)", v, run.linger)
 	}
-	eventually(t, 15*time.Second, func() bool { _, _, r := run.get(); return !r.IsZero() }, func() string { return "runnable never returned" })
+	awaitReturn(t, run)
 }

@@ -9,18 +9,9 @@ package leadership_test
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
@@ -41,15 +32,7 @@ import (
 func TestReview14bCleanStopAfterGetOnlyRoundNoRace(t *testing.T) {
 	h := newHarness(t, 8)
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
-	var logMu sync.Mutex
-	var released time.Time
-	log := funcr.New(func(prefix, args string) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		if released.IsZero() && strings.Contains(args, `"msg"="released"`) {
-			released = time.Now()
-		}
-	}, funcr.Options{})
+	log, released := releaseLog()
 	const ld, rd, rp = 1900 * time.Millisecond, 1800 * time.Millisecond, 1200 * time.Millisecond
 	l := recordedResourceLock(t, h, "pod-a", "uid-a", leadership.ResourceLockConfig{LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ExactTimings: true, ReleaseOnStop: true, Log: log})
 	run := &slowStop{linger: 8 * time.Second}
@@ -58,16 +41,7 @@ func TestReview14bCleanStopAfterGetOnlyRoundNoRace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- leadership.RunManager(ctx, l, func() (leadership.Manager, error) {
-			mgr, err := manager.New(env.Config, manager.Options{
-				Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-				LeaderElection: true, LeaderElectionResourceLockInterface: l, Logger: logr.Discard(),
-				LeaseDuration: ptr.To(ld), RenewDeadline: ptr.To(rd), RetryPeriod: ptr.To(rp),
-				GracefulShutdownTimeout: ptr.To(5 * time.Second),
-			})
-			if err != nil {
-				return nil, err
-			}
-			return mgr, mgr.Add(run)
+			return slowStopManager(l, run, ld, rd, rp, 5*time.Second)
 		})
 	}()
 	eventually(t, 20*time.Second, func() bool { ran, _, _ := run.get(); return ran }, func() string { return "never led" })
@@ -89,20 +63,13 @@ func TestReview14bCleanStopAfterGetOnlyRoundNoRace(t *testing.T) {
 		t.Fatalf("RunManager did not return 30s after its context ended")
 	}
 	returned := time.Now()
-	var lock lockv1.DistributedLock
-	if gerr := k8s.Get(context.Background(), h.key, &lock); gerr != nil {
-		t.Fatalf("get lock: %v", gerr)
-	}
-	_, ctxEnd, ret := run.get()
-	logMu.Lock()
-	rel := released
-	logMu.Unlock()
+	v, ctxEnd, running := releaseAnnotation(t, h, run)
 	t.Logf("held+SIGTERM %s; RunManager = %v at %s; runnable's context ended %s; release logged %s; holder-release annotation %q; runnable still running: %v",
-		heldAt.Format(hms), err, returned.Format(hms), ctxEnd.Format(hms), rel.Format(hms), lock.Annotations[lockv1.AnnotationHolderRelease], ret.IsZero())
-	if v, ok := lock.Annotations[lockv1.AnnotationHolderRelease]; ok && ret.IsZero() {
+		heldAt.Format(hms), err, returned.Format(hms), ctxEnd.Format(hms), released().Format(hms), v, running)
+	if v != "" && running {
 		t.Errorf("holder-release %q was sent while a runnable of the released term still ran (it returns %v after its context ended)", v, run.linger)
 	}
-	eventually(t, 15*time.Second, func() bool { _, _, r := run.get(); return !r.IsZero() }, func() string { return "runnable never returned" })
+	awaitReturn(t, run)
 }
 
 // TestReview14bReleaseAfterStartNilNoRace: ResourceLock.Release's doc says "Call it only once
@@ -118,17 +85,9 @@ func TestReview14bReleaseAfterStartNilNoRace(t *testing.T) {
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
 	l := recordedResourceLock(t, h, "pod-a", "uid-a", leadership.ResourceLockConfig{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second, ExactTimings: true})
 	run := &slowStop{linger: 8 * time.Second}
-	mgr, err := manager.New(env.Config, manager.Options{
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		LeaderElection: true, LeaderElectionResourceLockInterface: l, Logger: logr.Discard(),
-		LeaseDuration: ptr.To(4 * time.Second), RenewDeadline: ptr.To(3 * time.Second), RetryPeriod: ptr.To(time.Second),
-		GracefulShutdownTimeout: ptr.To(3 * time.Second),
-	})
+	mgr, err := slowStopManager(l, run, 4*time.Second, 3*time.Second, time.Second, 3*time.Second)
 	if err != nil {
 		t.Fatalf("manager: %v", err)
-	}
-	if err := mgr.Add(run); err != nil {
-		t.Fatalf("add: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -148,15 +107,11 @@ func TestReview14bReleaseAfterStartNilNoRace(t *testing.T) {
 		t.Fatalf("Start = %v: the schedule did not happen (want nil)", err)
 	}
 	rerr := l.Release(context.Background()) // as Release's doc says: Start returned nil
-	var lock lockv1.DistributedLock
-	if gerr := k8s.Get(context.Background(), h.key, &lock); gerr != nil {
-		t.Fatalf("get lock: %v", gerr)
-	}
-	_, ctxEnd, ret := run.get()
+	v, ctxEnd, running := releaseAnnotation(t, h, run)
 	t.Logf("Start = nil; Release = %v; runnable's context ended %s; holder-release annotation %q; runnable still running: %v",
-		rerr, ctxEnd.Format(hms), lock.Annotations[lockv1.AnnotationHolderRelease], ret.IsZero())
-	if v, ok := lock.Annotations[lockv1.AnnotationHolderRelease]; ok && ret.IsZero() {
+		rerr, ctxEnd.Format(hms), v, running)
+	if v != "" && running {
 		t.Errorf("Release after Start returned nil sent holder-release %q while a runnable of the term still ran", v)
 	}
-	eventually(t, 15*time.Second, func() bool { _, _, r := run.get(); return !r.IsZero() }, func() string { return "runnable never returned" })
+	awaitReturn(t, run)
 }

@@ -3,6 +3,7 @@ package leadership_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -79,10 +80,9 @@ func TestReview14bBareLockGuessBlocksShortLeaseDuration(t *testing.T) {
 	l := recordedResourceLock(t, h, "pod-a", "uid-a", leadership.ResourceLockConfig{}) // the bare option: timings unknown
 	r := &leaderRun{}
 	startManager(t, l, r, 5*time.Second, 4*time.Second, time.Second)
-	time.Sleep(10 * time.Second)
-	if s, _, _ := r.get(); s.IsZero() {
-		t.Errorf("a manager with LeaseDuration 5 s (at most 11 s of belief) never led a 20 s lease (18 s of validity) in 10 s; ReadyzCheck: %v", l.ReadyzCheck(nil))
-	}
+	eventually(t, 10*time.Second, func() bool { s, _, _ := r.get(); return !s.IsZero() }, func() string {
+		return fmt.Sprintf("a manager with LeaseDuration 5 s (at most 11 s of belief) never led a 20 s lease (18 s of validity) in 10 s; ReadyzCheck: %v", l.ReadyzCheck(nil))
+	})
 }
 
 // TestReview14bOptionsBadTimingsAccepted: crmanager.Options promises one set of timings for
