@@ -8,8 +8,13 @@ import (
 // Monotonic is the admit check of a resource server: it accepts a token
 // only if it is above the highest seen, or equal to it and presented by the
 // writer that first presented it. Two processes holding one token (a holder
-// and its restarted twin, or a copy that should not exist) therefore cannot
-// both write: the first one in wins the token.
+// and its restarted twin, a write the dead process sent before it died, or a
+// copy that should not exist) therefore cannot both write: the first one in
+// wins the token. That holds only if writer names a process, not a pod: use
+// the writer IDs of package writer ("<pod UID>/<incarnation>"), which is what
+// pkg/leadership's Writer and lockwarden-agent's $LOCKWARDEN_WRITER are. A
+// writer refused for an equal token has lost the term: it must stop acting
+// under that token.
 //
 // Admit and the write it admits must be atomic together: call Admit under
 // the same mutex (or in the same transaction) as the write, or a stale

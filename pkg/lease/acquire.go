@@ -19,7 +19,8 @@ import (
 //
 // so it never barges past blocking waiters. A held key yields a *HeldError
 // (ErrLocked), at once and without asking etcd when a live Lock of this
-// session tracks it; a queue or a lock-delay yields ErrLocked; a failed
+// session tracks it; so does a queue, whose oldest entry is the grant
+// (owner.go), naming that waiter; a lock-delay yields ErrLocked; a failed
 // WithGuard compare yields ErrGuardFailed. holder is opaque: a controller can
 // take many keys on one session on behalf of many holders. If the
 // transaction's answer was lost (the error wraps ErrUnknownOutcome), a key it
@@ -28,6 +29,9 @@ import (
 func (s *Session) TryAcquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
 	l, err := s.tryAcquire(ctx, key, holder, opts)
 	if err != nil {
+		if s.leaseGone(err) {
+			err = fmt.Errorf("%w (%w)", s.Err(), err)
+		}
 		return nil, fmt.Errorf("try acquire %s: %w", key, err)
 	}
 	return l, nil
@@ -43,12 +47,12 @@ func (s *Session) tryAcquire(ctx context.Context, key, holder string, opts []Loc
 		// and replace a Lock that has not noticed yet.
 		return nil, &HeldError{Holder: held.holder, Token: held.token, Lease: s.id}
 	}
-	if err := s.claim(key); err != nil {
+	if err := s.claim(ctx, key); err != nil {
 		return nil, err
 	}
 	defer s.unclaim(key)
 	v := value{Holder: holder, Record: cfg.record, Call: newCallID()}
-	l, _, err = s.grab(ctx, key, v, cfg, nil)
+	l, _, err = s.grab(ctx, key, v, cfg, false)
 	if errors.Is(err, ErrUnknownOutcome) {
 		s.settle(ctx, s.lockLeftover(key, v))
 	}
@@ -70,10 +74,22 @@ func (s *Session) prepare(key, holder string, opts []LockOption) (lockConfig, er
 // acquire and an adopt, or either and the session's clean-up of the key) of
 // one key in one session never overlap, so a key of ours that an
 // interrupted acquire may have created can be told apart. A key a live Lock
-// of this session tracks is refused.
-func (s *Session) claim(key string) error {
+// of this session tracks is refused. A mark the session's clean-up loop holds
+// (one read and one delete, bounded by TTL/4) is waited for, as long as ctx
+// allows: it is the engine's own, not a call of the caller's.
+func (s *Session) claim(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for ch := s.cleaning[key]; ch != nil; ch = s.cleaning[key] {
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			s.mu.Lock()
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
 	switch {
 	case s.err != nil:
 		return s.err
@@ -93,28 +109,32 @@ func (s *Session) unclaim(key string) {
 }
 
 // obstacle is what kept an acquire transaction from applying, as read by its
-// Else branch at the transaction's revision.
+// Else branch at the transaction's revision, or what a waiter's read saw.
 type obstacle struct {
 	holder  *mvccpb.KeyValue // the lock key, if held
 	tomb    *mvccpb.KeyValue // the tombstone, if a ForceRelease lock-delay is in effect
-	waiters int64            // TryAcquire: queued waiters
+	oldest  *mvccpb.KeyValue // TryAcquire: the oldest queue entry (the grant, when holder and tomb are nil)
+	waiters int64            // TryAcquire: queued entries
+	busy    bool             // a lean try failed: held, queued for or in a lock-delay (not read which)
 	pred    *mvccpb.KeyValue // queued: the waiter just ahead of us
 	lost    bool             // queued: our waiter entry is gone
+	guarded bool             // queued: the WithGuard compares held at the read (true without any)
+	rev     int64            // queued: the revision of the read
 	sent    instant          // when the transaction was sent
 }
 
 // blocked reports whether anything but a guard stood in the way.
 func (o obstacle) blocked() bool {
-	return o.holder != nil || o.tomb != nil || o.waiters > 0 || o.pred != nil || o.lost
+	return o.holder != nil || o.tomb != nil || o.waiters > 0 || o.busy || o.pred != nil || o.lost
 }
 
-// grab runs one acquire transaction and registers the lock it created. With
-// w == nil it is TryAcquire's (the queue must be empty); with a waiter it is
-// the head of the queue's (w's entry must exist and no entry may be older),
-// and it deletes w's entry in the same transaction. The returned error wraps
-// ErrUnknownOutcome when etcd's answer was not received.
-func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig, w *waiter) (*Lock, obstacle, error) {
-	rev, o, err := s.grabTxn(ctx, key, v, cfg, w)
+// grab runs TryAcquire's transaction (Grant's too, and an Acquire's first
+// try when it has guards or expects a free lock) and registers the lock it
+// created. A lean grab (an Acquire without guards) reads nothing when it
+// fails: the caller queues whatever stood in the way. The returned error
+// wraps ErrUnknownOutcome when etcd's answer was not received.
+func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig, lean bool) (*Lock, obstacle, error) {
+	rev, o, err := s.grabTxn(ctx, key, v, cfg, lean)
 	if err != nil {
 		return nil, o, err
 	}
@@ -122,33 +142,34 @@ func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig,
 	return l, obstacle{sent: o.sent}, err
 }
 
-// grabTxn sends grab's transaction and returns the revision that created the
-// key (the token), or what stood in the way. o.sent is always set.
-func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConfig, w *waiter) (int64, obstacle, error) {
+// grabTxn sends TryAcquire's transaction and returns the revision that
+// created the key (the token), or what stood in the way. o.sent is always
+// set. Which compare guards what:
+//
+//	CreateRevision(lock key) == 0          nobody holds the lock key
+//	CreateRevision(tombstone) == 0         no ForceRelease lock-delay
+//	CreateRevision(queue prefix) == 0      nobody queues (true for an empty range):
+//	                                       no barging, and no grant of an entry
+//	                                       (owner.go) can exist or be overtaken
+//	guards...                              the caller's (WithGuard)
+func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConfig, lean bool) (int64, obstacle, error) {
 	e := s.eng
 	path, tomb, qdir := e.Path(key), e.tombPath(key), e.queueDir(key)
-	cmps := []clientv3.Cmp{
+	cmps := append([]clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(path), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
-	}
-	then := []clientv3.Op{clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id))}
+		clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix(),
+	}, cfg.guards...)
 	var els []clientv3.Op
-	if w == nil {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix())
-		els = append(s.lockReads(key), clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithCountOnly()))
-	} else {
-		// Every entry's CreateRevision >= ours: we are the oldest waiter.
-		cmps = append(cmps,
-			clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev),
-			clientv3.Compare(clientv3.CreateRevision(qdir), ">", w.rev-1).WithPrefix())
-		then = append(then, clientv3.OpDelete(w.path))
-		els = w.reads(key)
+	if !lean || len(cfg.guards) > 0 {
+		els = append(e.stateReads(key), clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	}
-	cmps = append(cmps, cfg.guards...)
 
 	o := obstacle{sent: now()}
 	tctx, cancel := s.callContext(ctx)
-	resp, err := s.cli.Txn(tctx).If(cmps...).Then(then...).Else(els...).Commit()
+	resp, err := s.cli.Txn(tctx).If(cmps...).
+		Then(clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id))).
+		Else(els...).Commit()
 	cancel()
 	if err != nil {
 		return 0, o, writeErr(err)
@@ -156,12 +177,13 @@ func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConf
 	if resp.Succeeded {
 		return resp.Header.Revision, o, nil
 	}
-	o.readLock(resp.Responses)
-	if w == nil {
-		o.waiters = resp.Responses[2].GetResponseRange().Count
-	} else {
-		w.readQueue(&o, resp.Responses[2:])
+	if len(els) == 0 {
+		o.busy = true // no guards: one of the three compares failed
+		return 0, o, o.err()
 	}
+	st := readState(resp.Responses)
+	o.holder, o.tomb, o.oldest = st.lock, st.tomb, st.oldest
+	o.waiters = resp.Responses[3].GetResponseRange().Count
 	if o.blocked() {
 		return 0, o, o.err()
 	}
@@ -171,7 +193,7 @@ func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConf
 // granted registers the lock that an acquire transaction sent at sent
 // created at revision rev.
 func (s *Session) granted(ctx context.Context, key string, v value, rev int64, sent instant) (*Lock, error) {
-	l := s.newLock(key, rev, v)
+	l := s.newLock(key, s.eng.Path(key), rev, v)
 	if err := s.register(l, sent, rev+1); err != nil {
 		s.settle(ctx, s.lockLeftover(key, v))
 		return nil, err
@@ -181,10 +203,10 @@ func (s *Session) granted(ctx context.Context, key string, v value, rev int64, s
 
 // lockReads reads what can keep a lock from being free: the lock key and
 // its tombstone. obstacle.readLock parses their answers.
-func (s *Session) lockReads(key string) []clientv3.Op {
+func (s *Session) lockReads(key string, opts ...clientv3.OpOption) []clientv3.Op {
 	return []clientv3.Op{
-		clientv3.OpGet(s.eng.Path(key)),
-		clientv3.OpGet(s.eng.tombPath(key), clientv3.WithKeysOnly()),
+		clientv3.OpGet(s.eng.Path(key), opts...),
+		clientv3.OpGet(s.eng.tombPath(key), append([]clientv3.OpOption{clientv3.WithKeysOnly()}, opts...)...),
 	}
 }
 
@@ -207,6 +229,12 @@ func (o obstacle) err() error {
 		return &HeldError{Holder: hv.Holder, Token: o.holder.CreateRevision, Lease: clientv3.LeaseID(o.holder.Lease)}
 	case o.tomb != nil:
 		return fmt.Errorf("%w: lock-delay after a forced release", ErrLocked)
+	case o.oldest != nil:
+		// The oldest waiter's entry is the grant (owner.go).
+		hv := decodeValue(o.oldest.Value)
+		return &HeldError{Holder: hv.Holder, Token: o.oldest.CreateRevision, Lease: clientv3.LeaseID(o.oldest.Lease)}
+	case o.busy:
+		return fmt.Errorf("%w: held, queued for, or in a lock-delay", ErrLocked)
 	case o.waiters > 0:
 		return fmt.Errorf("%w: %d waiters queued", ErrLocked, o.waiters)
 	}
@@ -220,7 +248,7 @@ func (o obstacle) err() error {
 func (s *Session) register(l *Lock, sent instant, fromRev int64) error {
 	n := now()
 	s.mu.Lock()
-	l.ownUntil = sent.add(s.ttl - s.margin)
+	l.ownUntil = sent.Add(s.ttl - s.margin)
 	ok, p := s.validLocked(n)
 	var err error
 	switch {

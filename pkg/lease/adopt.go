@@ -37,11 +37,19 @@ func (s *Session) adopt(ctx context.Context, key string, token int64, opts []Loc
 	if err != nil {
 		return nil, err
 	}
-	if err := s.claim(key); err != nil {
+	if err := s.claim(ctx, key); err != nil {
 		return nil, err
 	}
 	defer s.unclaim(key)
+	// The grant is the lock key, or a queue entry of this lease that became
+	// the grant (owner.go): one read finds which, then one transaction
+	// confirms it is still that grant on this lease. Once a key is the grant
+	// with token, CreateRevision == token holds exactly while it stays the
+	// grant, so the transaction needs no other compare of the rule.
 	path := s.eng.Path(key)
+	if kv, err := s.eng.grantOf(ctx, key, token); err == nil {
+		path = string(kv.Key)
+	}
 	cmps := append([]clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(path), "=", token),
 		clientv3.Compare(clientv3.LeaseValue(path), "=", s.id),
@@ -58,7 +66,7 @@ func (s *Session) adopt(ctx context.Context, key string, token int64, opts []Loc
 		}
 		return nil, fmt.Errorf("%w: token %d is not on lease %x", ErrNotHeld, token, int64(s.id))
 	}
-	l := s.newLock(key, token, decodeValue(kvs[0].Value))
+	l := s.newLock(key, path, token, decodeValue(kvs[0].Value))
 	if err := s.register(l, sent, resp.Header.Revision+1); err != nil {
 		return nil, err
 	}

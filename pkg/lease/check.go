@@ -35,7 +35,7 @@ func (s *Session) checkLoop() {
 		if !s.checkOwnership() {
 			next = s.retryDelay()
 		}
-		timer.Reset(started.add(next).sub(now()))
+		timer.Reset(started.Add(next).Sub(now()))
 	}
 }
 

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -19,7 +20,7 @@ import (
 // on a resumed lease that no call of this session left (adopted or not) are
 // never leftovers.
 type leftover struct {
-	key   string // lock name
+	key   string // lock name (its busy mark, and the Lock that may track it)
 	path  string // etcd key
 	value string // the encoded value the call wrote
 	lock  bool   // a lock key (else a queue entry)
@@ -139,18 +140,21 @@ func (s *Session) cleanRound() bool {
 // adopt of the key in flight in this session). It reads the key, then deletes
 // it guarded by the CreateRevision and ModRevision it read and this session's
 // lease: never a newer grant, never a key written since the read (its value
-// may no longer be the call's), never another lease's key. A lock key a live Lock of this
-// session tracks (an Adopt of it) is settled, not deleted. claimed says that
-// the caller holds the key's busy mark already.
+// may no longer be the call's), never another lease's key. A key a live Lock
+// of this session tracks (an Adopt of it: a lock key, a queue entry that
+// became the grant, or a released Lock's key) is settled, not deleted. claimed says that the caller
+// holds the key's busy mark already.
 func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool {
-	if lo.lock && lo.token == 0 && !claimed {
-		// Keep acquires and adopts of the key out while deciding: one of
-		// them could otherwise track the key between the read and the
-		// delete. A released Lock's key needs no mark: only an Adopt of
-		// the very grant this session just released could track it, and
-		// the delete would then end that Lock as a lost key, nothing worse;
-		// a mark would make this session's next acquire of the key fail
-		// with ErrBusy while the delete is in flight.
+	if !claimed {
+		// Keep acquires and adopts of the key out while deciding: an adopt
+		// could otherwise track the key (a lock key, a queue entry that
+		// became the grant, or a released Lock's key whose delete was
+		// lost, which the session still holds) between the read and the
+		// delete, and the delete would take a grant a live Lock tracks;
+		// they wait for the mark (claim), which one read and one delete
+		// bound (TTL/4). A key busy with a call of the caller's is left to
+		// that call: an acquire that reads a key this session left deletes
+		// it itself (cleanNow), so the clean-up never waits for it.
 		s.mu.Lock()
 		switch {
 		case s.err != nil:
@@ -160,9 +164,16 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 			s.mu.Unlock()
 			return false
 		}
-		s.busy[lo.key] = true
+		done := make(chan struct{})
+		s.busy[lo.key], s.cleaning[lo.key] = true, done
 		s.mu.Unlock()
-		defer s.unclaim(lo.key)
+		defer func() {
+			s.mu.Lock()
+			delete(s.busy, lo.key)
+			delete(s.cleaning, lo.key)
+			s.mu.Unlock()
+			close(done)
+		}()
 	}
 	resp, err := s.cli.Get(ctx, lo.path)
 	if err != nil {
@@ -175,7 +186,7 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 	if !lo.ours(kv, s.id) {
 		return true
 	}
-	if lo.lock && s.tracks(lo.key, kv.CreateRevision) {
+	if s.tracks(lo.key, kv.CreateRevision) {
 		return true
 	}
 	del, err := s.cli.Txn(ctx).If(
@@ -187,23 +198,26 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 }
 
 // cleanNow settles the leftover at path, if any, in the caller's goroutine;
-// the caller holds its key's busy mark.
-func (s *Session) cleanNow(ctx context.Context, path string) {
+// the caller holds its key's busy mark. It reports whether none is left at
+// path.
+func (s *Session) cleanNow(ctx context.Context, path string) bool {
 	s.mu.Lock()
 	lo, ok := s.leftovers[path]
 	s.mu.Unlock()
 	if !ok {
-		return
+		return true
 	}
 	cctx, cancel := s.cleanupContext(ctx)
 	defer cancel()
-	if s.cleanOne(cctx, lo, true) {
-		s.mu.Lock()
-		if s.leftovers[path] == lo {
-			delete(s.leftovers, path)
-		}
-		s.mu.Unlock()
+	if !s.cleanOne(cctx, lo, true) {
+		return false
 	}
+	s.mu.Lock()
+	if s.leftovers[path] == lo {
+		delete(s.leftovers, path)
+	}
+	s.mu.Unlock()
+	return true
 }
 
 // leftoverAt reports whether the session is cleaning up path.
@@ -212,4 +226,23 @@ func (s *Session) leftoverAt(path string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.leftovers[path]
 	return ok
+}
+
+// abandon deletes, once and at once, what a call of a session that just
+// expired left: its queue entry may be the lock's grant by now (owner.go),
+// and etcd may not have ended the lease yet (the session's validity ends
+// before etcd's expiry), so without this the lock would wait for the lease.
+// The delete is guarded as every clean-up is (cleanOne); if it fails, the
+// lease takes the keys. A closed or orphaned session does nothing here: a
+// closed one revokes its lease, an orphaned one leaves its keys to whoever
+// resumes it.
+func (s *Session) abandon(los ...leftover) {
+	if err := s.Err(); len(los) == 0 || !errors.Is(err, ErrSessionExpired) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout())
+	defer cancel()
+	for _, lo := range los {
+		s.cleanOne(ctx, lo, true)
+	}
 }

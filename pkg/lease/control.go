@@ -40,14 +40,16 @@ func (s *Session) grant(ctx context.Context, key, holder string, opts []LockOpti
 	if !s.Valid() {
 		return 0, s.Err()
 	}
-	token, _, err := s.grabTxn(ctx, key, value{Holder: holder, Record: cfg.record}, cfg, nil)
+	token, _, err := s.grabTxn(ctx, key, value{Holder: holder, Record: cfg.record}, cfg, false)
 	return token, err
 }
 
 // Release deletes the lock named key if it is still held with token:
-// If(CreateRevision == token, guards...) Then(Delete). ErrNotHeld if not held
-// with token, ErrGuardFailed if a guard failed, ErrUnknownOutcome (wrapped) if
-// the answer was lost.
+// If(CreateRevision == token, guards...) Then(Delete), on the lock key or, when
+// a blocking Acquire's queue entry is the grant (owner.go), on that entry
+// (found by the first transaction's Else reads). ErrNotHeld if not held with
+// token, ErrGuardFailed if a guard failed, ErrUnknownOutcome (wrapped) if the
+// answer was lost.
 func (e *Engine) Release(ctx context.Context, key string, token int64, opts ...LockOption) error {
 	if err := e.guarded(ctx, key, token, opts, nil); err != nil {
 		return fmt.Errorf("release %s: %w", key, err)
@@ -57,8 +59,9 @@ func (e *Engine) Release(ctx context.Context, key string, token int64, opts ...L
 
 // UpdateRecord replaces the record of the lock named key held with token
 // (holder and lease unchanged): If(CreateRevision == token, guards...)
-// Then(Put(key, {holder, record}, WithIgnoreLease)). The holder is read first
-// (linearizably, checked against token); the holder of one grant never
+// Then(Put(grant, {holder, record}, WithIgnoreLease)). The grant (the lock
+// key, or the queue entry that is the grant) and its holder are read first,
+// linearizably, and checked against token; the holder of one grant never
 // changes, so the write needs no other compare. Same errors as Release.
 func (e *Engine) UpdateRecord(ctx context.Context, key string, token int64, record json.RawMessage, opts ...LockOption) error {
 	err := validateRecord(record)
@@ -74,10 +77,14 @@ func (e *Engine) UpdateRecord(ctx context.Context, key string, token int64, reco
 	return nil
 }
 
-// guarded runs one transaction guarded by CreateRevision(key) == token and
-// the WithGuard compares: a delete of the key when record is nil, otherwise a
-// put of {holder, record} that keeps the key's lease. A put reads the holder
-// first.
+// guarded runs one transaction guarded by CreateRevision(grant) == token and
+// the WithGuard compares: a delete of the grant's key when record is nil,
+// otherwise a put of {holder, record} that keeps the key's lease. A put reads
+// the grant first. A delete tries the lock key first (the controller's
+// grants are lock keys: one round trip) and, if the Else reads show that a
+// queue entry is the grant with token, deletes that entry. Once a key is the
+// grant with token, CreateRevision == token holds exactly while it stays the
+// grant (owner.go), so that compare is all the rule needs.
 func (e *Engine) guarded(ctx context.Context, key string, token int64, opts []LockOption, record json.RawMessage) error {
 	if err := e.check(key); err != nil {
 		return err
@@ -89,17 +96,21 @@ func (e *Engine) guarded(ctx context.Context, key string, token int64, opts []Lo
 	if err != nil {
 		return err
 	}
-	path := e.Path(key)
-	op := clientv3.OpDelete(path)
-	if record != nil {
-		got, err := e.cli.Get(ctx, path)
+	var path string
+	var op clientv3.Op
+	if record == nil {
+		done, entry, err := e.deleteLockKey(ctx, key, token, cfg)
+		if done || err != nil {
+			return err
+		}
+		path, op = entry, clientv3.OpDelete(entry)
+	} else {
+		kv, err := e.grantOf(ctx, key, token)
 		if err != nil {
-			return fmt.Errorf("read holder: %w", err)
+			return err
 		}
-		if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != token {
-			return fmt.Errorf("%w: token %d", ErrNotHeld, token)
-		}
-		v := value{Holder: decodeValue(got.Kvs[0].Value).Holder, Record: record}
+		path = string(kv.Key)
+		v := value{Holder: decodeValue(kv.Value).Holder, Record: record}
 		op = clientv3.OpPut(path, v.encode(), clientv3.WithIgnoreLease())
 	}
 	resp, err := e.cli.Txn(ctx).
@@ -114,6 +125,31 @@ func (e *Engine) guarded(ctx context.Context, key string, token int64, opts []Lo
 		return notApplied(resp.Responses[0], token)
 	}
 	return nil
+}
+
+// deleteLockKey deletes the lock key if it is the grant with token (done),
+// or returns the queue entry that is the grant with token instead.
+func (e *Engine) deleteLockKey(ctx context.Context, key string, token int64, cfg lockConfig) (done bool, entry string, err error) {
+	path := e.Path(key)
+	resp, err := e.cli.Txn(ctx).
+		If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(path), "=", token)}, cfg.guards...)...).
+		Then(clientv3.OpDelete(path)).
+		Else(e.stateReads(key)...).
+		Commit()
+	if err != nil {
+		return false, "", writeErr(err)
+	}
+	if resp.Succeeded {
+		return true, "", nil
+	}
+	st := readState(resp.Responses)
+	if st.lock != nil && st.lock.CreateRevision == token {
+		return false, "", ErrGuardFailed
+	}
+	if own := st.owner(); own != nil && own.CreateRevision == token {
+		return false, string(own.Key), nil
+	}
+	return false, "", fmt.Errorf("%w: token %d", ErrNotHeld, token)
 }
 
 // notApplied explains a transaction guarded by CreateRevision == token that

@@ -14,22 +14,38 @@
 //
 // A controller that holds many keys on behalf of others needs none of a
 // Lock's machinery per key: Session.Grant takes a key in TryAcquire's one
-// transaction and tracks nothing; Engine.Release and Engine.UpdateRecord
-// change a key only while it holds a given token; Engine.WatchLocks watches
-// every lock with one etcd watch; Engine.Inspect reads one linearizably. Its
-// cost is one keepalive (the session) and one watch, whatever the number of
-// keys. A write whose answer was lost returns an error wrapping
-// ErrUnknownOutcome, and the caller settles it by reading again.
+// transaction and tracks nothing; Session.GrantBatch takes up to
+// MaxGrantBatch keys in one transaction, each under its own compares (the
+// keys of one batch share their token's number, the transaction's revision;
+// each key's tokens still only grow); Engine.Release and Engine.UpdateRecord
+// change a key only while it holds a given token; Engine.WatchLocks (and
+// WatchLockChanges, with revisions) watches every lock with one etcd watch;
+// Engine.Inspect reads one linearizably. Its cost is one keepalive (the
+// session) and one watch, whatever the number of keys. A write whose answer
+// was lost returns an error wrapping ErrUnknownOutcome, and the caller
+// settles it by reading again.
 //
 // # Guarantees
 //
-// Token. A lock's fencing token is its key's CreateRevision: a revision of
-// the whole etcd cluster, so every later grant of the lock, after a release,
-// an expiry, a revoke, a ForceRelease, an etcd restart or a leader change,
-// has a larger token. Release, Update, renewals of ownership and every
-// guarded write compare CreateRevision == token in the same transaction as
-// their effect, so no operation of an ex-holder, however late it arrives,
-// changes a newer grant (not even one of the same session).
+// Token. A lock's grant is its lock key, or, for a blocking Acquire that
+// queued, its queue entry, which becomes the grant when the lock key, the
+// tombstone and every older entry are gone (owner.go states the rule); a
+// release hands the lock over in its one write. The fencing token is the
+// CreateRevision of the grant's key: a revision of the whole etcd cluster,
+// and a lock key is created only while nobody queues, so every later grant
+// of the lock, after a release, an expiry, a revoke, a ForceRelease, an etcd
+// restart or a leader change, has a larger token. The exception is a rolling
+// upgrade from a version before issue 24 with blocking waiters of both
+// versions on one key: an old waiter creates a lock key while newer entries
+// queue; a waiter that saw it takes the lock by that protocol's write
+// (regrant.go), but one behind it that did not can, if the first leaves
+// before that write, take its own entry with a lower token
+// (docs/operations.md: stop the old replicas before starting new ones). A
+// grant stays the grant until its key is deleted. Release, Update, renewals of ownership and every
+// guarded write compare CreateRevision == token on the grant's key
+// (Lock.Path, Lock.IsOwner) in the same transaction as their effect, so no
+// operation of an ex-holder, however late it arrives, changes a newer grant
+// (not even one of the same session).
 //
 // Validity. Lock.Valid is true only while this process can be sure that no
 // one else holds the lock, given the assumptions below. The session is valid
@@ -37,7 +53,9 @@
 // confirmed; etcd cannot expire the lease before S + TTL. The lock is valid
 // until the earlier of that and S_own + TTL - margin, S_own being the send
 // time of the last confirmed linearizable check that the key is still this
-// grant (the acquire, then one batched check per session every TTL/3). So
+// grant (the acquire, or for a queued grant the waiter's last linearizable
+// read that showed it still waiting, then one batched check per session
+// every TTL/3). So
 // even a lock whose key was deleted behind its back while its session lives
 // on, with its watch stalled, stops being valid within TTL - margin of the
 // last check; and ForceRelease keeps the next holder out for a full TTL
@@ -61,11 +79,15 @@
 // lock released sooner costs no watch); the watch only hastens detection.
 //
 // Queue. Acquire waits in FIFO order of arrival; a release wakes only the
-// next waiter; TryAcquire does not barge past waiters; a waiter whose own
-// session ends returns at once. A waiter re-reads what it waits for at least
+// next waiter, whose entry is the grant from the release's revision on (it
+// writes nothing to take the lock, and reads that revision's state to know);
+// TryAcquire does not barge past waiters; a waiter whose own session ends
+// returns at once, and the lock is never handed to a waiter etcd ended (its
+// entry went with its lease). A waiter re-reads what it waits for at least
 // every TTL/3, so a stalled watch delays it (and the waiters behind it) by at
 // most that, never for good. A later Acquire of the same session never takes
-// the place of an entry an earlier call left: it queues at the back.
+// the place of an entry an earlier call left: it queues at the back, deleting
+// that entry first even when it has become the grant (which hands the lock on).
 //
 // Clean-up. A failed or cancelled call leaves no key of its own behind, for
 // as long as its session lives: its waiter entry, and a lock key from a
@@ -80,9 +102,17 @@
 // since it looked, never a lock key it never tried to acquire (a resumed
 // lease's lock keys, adopted or not: Session.Keys lists them, and they are
 // the resumer's to Adopt or release), never a key a Lock of the session
-// tracks. A resumed lease's queue entries belong to calls that died with
-// their process: ResumeSession deletes them. A session that ended leaves the
-// rest to its lease: gone with it, or, after Orphan, to whoever resumes it.
+// tracks (a lock key, a left queue entry that became the grant, or a
+// released Lock's key whose delete was lost, adopted again: the clean-up
+// holds the key's busy mark while it decides, and an acquire or adopt of the
+// key waits for it). A resumed lease's waiting queue entries belong to calls that died
+// with their process: ResumeSession deletes them (an entry that is its
+// lock's grant is held, as a lock key is). A waiter's entry may have become
+// the grant when its call fails: deleting it hands the lock on. A session
+// that ended leaves the rest to its lease: gone with it, or, after Orphan, to
+// whoever resumes it; one that expired first tries once to delete what its
+// failed call left, since etcd may keep its lease, and a queued entry that is
+// the grant with it, for up to its margin longer.
 // Grant, the controller's call, cleans up nothing: its caller settles a lost
 // answer by reading.
 //
@@ -93,8 +123,11 @@
 // timed out". Every other etcd error (too many operations, request too
 // large, permission denied, no space) is a refusal: returned as is, at once,
 // never retried; except etcd's "too many requests" (it is behind on
-// applying and proposed nothing), which a waiting Acquire retries. Guards that cannot fit in one transaction with the engine's
-// own compares are refused as ErrInvalid before anything is sent.
+// applying and proposed nothing), which a waiting Acquire retries; and
+// etcd's "requested lease not found" on Acquire or TryAcquire, which ends the
+// session (ErrSessionExpired) as its renewal loop would. Guards that cannot
+// fit in one transaction with the engine's own compares are refused as
+// ErrInvalid before anything is sent.
 //
 // # Non-guarantees
 //

@@ -30,9 +30,13 @@ const maxKeyLen = 1024
 // Key layout under the prefix P, for the lock named k:
 //
 //	P/locks/k                        the lock; value = holder and record (JSON)
-//	P/queue/<escaped k>/<lease hex>  blocking waiters, FIFO by CreateRevision
+//	P/queue/<escaped k>/<lease hex>  blocking waiters, FIFO by CreateRevision;
+//	                                 the oldest is the grant when P/locks/k and
+//	                                 the tombstone are absent (owner.go)
 //	P/tombstones/k                   lock-delay after ForceRelease
 //	P/fences/k                       a ForceRelease's freshness marker (seconds)
+//	P/idle                           never written: waiting sessions keep one
+//	                                 idle watch on it (keepWatchStream)
 //
 // In the queue path, k is escaped with url.PathEscape so that it contains no
 // "/": the queue range of "a" must not contain the waiters of "a/b".
@@ -194,31 +198,33 @@ type Holding struct {
 }
 
 // Inspect reads the lock named key with one linearizable transaction, then
-// the holder's lease TTL. A free lock is not an error: Token is 0.
+// the holder's lease TTL. A free lock is not an error: Token is 0. The holder
+// is the grant of the ownership rule (owner.go): the lock key, or a blocking
+// Acquire's queue entry that became the grant.
 func (e *Engine) Inspect(ctx context.Context, key string) (Holding, error) {
 	if err := e.check(key); err != nil {
 		return Holding{}, fmt.Errorf("inspect %s: %w", key, err)
 	}
-	resp, err := e.cli.Txn(ctx).Then(
-		clientv3.OpGet(e.Path(key)),
-		clientv3.OpGet(e.tombPath(key), clientv3.WithKeysOnly()),
-		clientv3.OpGet(e.queueDir(key), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Commit()
+	resp, err := e.cli.Txn(ctx).Then(append(e.stateReads(key),
+		clientv3.OpGet(e.queueDir(key), clientv3.WithPrefix(), clientv3.WithCountOnly()))...).Commit()
 	if err != nil {
 		return Holding{}, fmt.Errorf("inspect %s: %w", key, err)
 	}
+	st := readState(resp.Responses)
 	h := Holding{
 		Key:       key,
 		Revision:  resp.Header.Revision,
 		ClusterID: resp.Header.ClusterId,
-		LockDelay: len(resp.Responses[1].GetResponseRange().Kvs) > 0,
-		Waiters:   resp.Responses[2].GetResponseRange().Count,
+		LockDelay: st.tomb != nil,
+		Waiters:   resp.Responses[3].GetResponseRange().Count,
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	kv := st.owner()
+	if kv == nil {
 		return h, nil
 	}
-	kv := kvs[0]
+	if kv != st.lock {
+		h.Waiters-- // the grant is an entry, not a waiter
+	}
 	v := decodeValue(kv.Value)
 	h.Holder, h.Record = v.Holder, v.Record
 	h.Token, h.Lease = kv.CreateRevision, clientv3.LeaseID(kv.Lease)

@@ -26,9 +26,13 @@ const revokeSlack = time.Second
 // (TTL the old lease's granted TTL + MinTTL + 1 s), and sends one
 // transaction:
 //
-//	If(CreateRevision(key) == token, guards...)
-//	Then(Delete(key), Put(tombstone(key), old value, WithLease(G)),
+//	If(CreateRevision(grant) == token, guards...)
+//	Then(Delete(grant), Put(tombstone(key), old value, WithLease(G)),
 //	     Put(fence(key), WithLease(F)))
+//
+// where grant is the lock key, or the queue entry of a blocking Acquire that
+// became the grant (owner.go); the tombstone keeps the next entry from
+// becoming the grant as it keeps acquires out.
 //
 // etcd refuses a transaction that puts on a lease it no longer has, as a
 // whole (ErrLeaseNotFound). So the transaction applies before F ends, if at
@@ -67,15 +71,13 @@ func (e *Engine) forceRelease(ctx context.Context, key string, token int64, opts
 	if err != nil {
 		return err
 	}
-	path := e.Path(key)
-	got, err := e.cli.Get(ctx, path)
+	// The grant: the lock key, or the queue entry that became the grant
+	// (owner.go). CreateRevision == token on it is then true exactly while it
+	// stays that grant, which is what the transaction compares.
+	kv, err := e.grantOf(ctx, key, token)
 	if err != nil {
 		return err
 	}
-	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != token {
-		return fmt.Errorf("%w: token %d", ErrNotHeld, token)
-	}
-	kv := got.Kvs[0]
 
 	// The lock-delay is the evicted holder's TTL. A key without a lease was
 	// not written by the engine; MinTTL is the least delay that still lets a
@@ -89,7 +91,7 @@ func (e *Engine) forceRelease(ctx context.Context, key string, token int64, opts
 		delay = max(delay, time.Duration(ttl.GrantedTTL)*time.Second)
 	}
 	for attempt := 1; ; attempt++ {
-		err := e.forceOnce(ctx, key, token, string(kv.Value), delay, cfg)
+		err := e.forceOnce(ctx, key, string(kv.Key), token, string(kv.Value), delay, cfg)
 		if !errors.Is(err, errNotApplied) {
 			return err
 		}
@@ -104,8 +106,8 @@ func (e *Engine) forceRelease(ctx context.Context, key string, token int64, opts
 var errNotApplied = errors.New("transaction did not apply")
 
 // forceOnce grants the two leases and sends ForceRelease's transaction once.
-func (e *Engine) forceOnce(ctx context.Context, key string, token int64, old string, delay time.Duration, cfg lockConfig) error {
-	path, tomb, fence := e.Path(key), e.tombPath(key), e.fencePath(key)
+func (e *Engine) forceOnce(ctx context.Context, key, path string, token int64, old string, delay time.Duration, cfg lockConfig) error {
+	tomb, fence := e.tombPath(key), e.fencePath(key)
 	fresh, err := e.cli.Grant(ctx, int64(MinTTL/time.Second))
 	if err != nil {
 		return fmt.Errorf("grant freshness lease: %w", err)

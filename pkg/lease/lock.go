@@ -44,9 +44,11 @@ type Lock struct {
 	endedAt  instant
 }
 
-func (s *Session) newLock(key string, token int64, v value) *Lock {
+// newLock returns the Lock of the grant at path (the lock key, or the queue
+// entry that became the grant) with token.
+func (s *Session) newLock(key, path string, token int64, v value) *Lock {
 	l := &Lock{
-		s: s, key: key, path: s.eng.Path(key), token: token, holder: v.Holder, record: v.Record,
+		s: s, key: key, path: path, token: token, holder: v.Holder, record: v.Record,
 		done: make(chan struct{}), exited: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
@@ -56,7 +58,10 @@ func (s *Session) newLock(key string, token int64, v value) *Lock {
 // Key returns the lock name.
 func (l *Lock) Key() string { return l.key }
 
-// Path returns the lock's etcd key.
+// Path returns the etcd key of the lock's grant: the lock key
+// (Engine.Path), or, for a blocking Acquire that queued, its queue entry,
+// which became the grant when everything ahead of it was gone. IsOwner
+// compares this key.
 func (l *Lock) Path() string { return l.path }
 
 // Token returns the fencing token: pass it with every write to a resource
@@ -112,16 +117,16 @@ func (l *Lock) ValidUntil() time.Time {
 	l.s.mu.Lock()
 	vu := l.validUntilLocked()
 	l.s.mu.Unlock()
-	return vu.wall()
+	return vu.Wall()
 }
 
 func (l *Lock) validUntilLocked() instant {
-	vu := minInstant(l.s.validUntil, l.ownUntil)
+	vu := min(l.s.validUntil, l.ownUntil)
 	if l.err != nil {
-		vu = minInstant(vu, l.endedAt)
+		vu = min(vu, l.endedAt)
 	}
 	if l.s.err != nil {
-		vu = minInstant(vu, l.s.endedAt)
+		vu = min(vu, l.s.endedAt)
 	}
 	return vu
 }
@@ -159,11 +164,14 @@ func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 		ctx, cancel = l.s.cleanupContext(ctx)
 		defer cancel()
 	}
-	resp, err := l.s.cli.Txn(ctx).
-		If(append([]clientv3.Cmp{l.IsOwner()}, cfg.guards...)...).
-		Then(clientv3.OpDelete(l.path)).
-		Else(clientv3.OpGet(l.path, clientv3.WithKeysOnly())).
-		Commit()
+	// IsOwner guards the delete: never a newer grant of the key, even one of
+	// this session. Without guards a failed compare can only mean that the
+	// key is no longer this grant, so the transaction reads nothing back.
+	txn := l.s.cli.Txn(ctx).If(append([]clientv3.Cmp{l.IsOwner()}, cfg.guards...)...).Then(clientv3.OpDelete(l.path))
+	if len(cfg.guards) > 0 {
+		txn = txn.Else(clientv3.OpGet(l.path, clientv3.WithKeysOnly()))
+	}
+	resp, err := txn.Commit()
 	if err != nil {
 		if len(cfg.guards) == 0 {
 			// The key may still be there. With guards it stays (a later
@@ -173,10 +181,13 @@ func (l *Lock) Release(ctx context.Context, opts ...LockOption) error {
 		}
 		return fmt.Errorf("release %s: %w", l.key, err)
 	}
-	if !resp.Succeeded {
-		return fmt.Errorf("release %s: %w", l.key, l.failure(resp.Responses[0]))
+	switch {
+	case resp.Succeeded:
+		return nil
+	case len(cfg.guards) == 0:
+		return fmt.Errorf("release %s: %w: token %d", l.key, ErrNotHeld, l.token)
 	}
-	return nil
+	return fmt.Errorf("release %s: %w", l.key, l.failure(resp.Responses[0]))
 }
 
 // Update replaces the record stored with the holder, in one transaction
@@ -237,7 +248,7 @@ func (l *Lock) confirmed(sent instant) {
 	l.s.mu.Lock()
 	ok, p := l.validLocked(n)
 	if ok {
-		if vu := sent.add(l.s.ttl - l.s.margin); vu > l.ownUntil {
+		if vu := sent.Add(l.s.ttl - l.s.margin); vu > l.ownUntil {
 			l.ownUntil = vu
 		}
 	}

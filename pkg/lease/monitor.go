@@ -105,5 +105,5 @@ func (l *Lock) untilDeadline() time.Duration {
 	l.s.mu.Lock()
 	vu := l.validUntilLocked()
 	l.s.mu.Unlock()
-	return max(vu.sub(now()), 0)
+	return max(vu.Sub(now()), 0)
 }

@@ -12,31 +12,45 @@ import (
 
 // Acquire takes the lock named key for holder, waiting as long as ctx
 // allows. Waiters queue FIFO by the CreateRevision of their entry
-// P/queue/<escaped key>/<lease hex>; each watches only the entry just ahead
-// of it, and only the oldest waiter watches the lock key and its tombstone,
-// so a release wakes one waiter, not all. Every watch starts at the current
-// revision (etcd serves those from its synced set, without the 100 ms
-// catch-up of a watch from an old revision) and is followed by a re-read, so
-// no deletion between the read and the watch is missed. Without WithGuard
-// compares a waiter normally writes to etcd twice: once to queue (or take a
-// free lock), once to take the lock when it is head and the lock is free;
-// what it reads in between is read-only. (With guards, queuing takes a
-// failed try, the enqueue and a first grab.)
+// P/queue/<escaped key>/<lease hex>, and the oldest entry is the grant once
+// the lock key and its tombstone are gone (owner.go): a release hands the
+// lock over in its one write, and the next waiter writes nothing to take it.
+// Each waiter watches only the entry just ahead of it, and only the oldest
+// watches the lock key and its tombstone, so a release wakes one waiter, not
+// all. Every watch starts at the current revision (etcd serves those from its
+// synced set, without the 100 ms catch-up of a watch from an old revision)
+// and is followed by a re-read, so no deletion between the read and the watch
+// is missed. A woken waiter reads whether it is the grant at the revision
+// its watch reported (serializable reads of that fixed revision: no raft
+// round), and its validity starts at the send time of its newest
+// linearizable read that showed it still waiting (sent before it became the
+// grant, and refreshed whenever a wait starts with it older than TTL/3);
+// without such a read, or if etcd cannot answer for that revision, it reads
+// linearizably and its validity starts at that read's send time. A
+// blocking Acquire writes once: to take the free lock or to queue, in one
+// transaction; one that last found the key free first tries TryAcquire's
+// leaner transaction (wasFree). With WithGuard compares (or a record over 256
+// KiB) it first tries TryAcquire's transaction, then queues; with guards, it
+// takes the lock only from a read in which they held.
 //
 // A waiter ends with its session: Acquire returns the session's error
 // (ErrSessionExpired, ErrSessionClosed) promptly after it ends. A waiter
 // re-reads at least every TTL/3, so a stalled watch never blocks it. On any
-// error, its queue entry, and a lock key an interrupted transaction may have
-// created, are deleted again, by the call and then by the session until that
-// succeeds (see Session). An entry an earlier call of this session left is
-// deleted and the call queues at the back. An error etcd refused a request
-// with (too many operations, request too large, ...) is returned at once;
-// only lost answers, and etcd's "too many requests" (it applied nothing and
-// is catching up), are retried. A key this session already holds yields a
-// *HeldError at once, since waiting for it would never end.
+// error, its queue entry (which may have become the grant meanwhile: the
+// delete then hands the lock on), and a lock key an interrupted transaction
+// may have created, are deleted again, by the call and then by the session
+// until that succeeds (see Session); a session that expired tries that delete
+// once. An entry an earlier call of this session left is deleted (even one
+// that became the grant meanwhile: that hands the lock on) and the call
+// queues at the back. An error etcd refused a request with (too many
+// operations, request too large, ...) is returned at once; only lost answers,
+// and etcd's "too many requests" (it applied nothing and is catching up), are
+// retried. A key this session already holds yields a *HeldError at once,
+// since waiting for it would never end.
 func (s *Session) Acquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
 	l, err := s.acquire(ctx, key, holder, opts)
 	if err != nil {
+		s.leaseGone(err)
 		if serr := s.Err(); serr != nil && ctx.Err() == nil && !errors.Is(err, serr) {
 			err = fmt.Errorf("%w (%w)", serr, err)
 		}
@@ -53,7 +67,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 	if held := s.heldLock(key); held != nil {
 		return nil, &HeldError{Holder: held.holder, Token: held.token, Lease: s.id}
 	}
-	if err := s.claim(key); err != nil {
+	if err := s.claim(ctx, key); err != nil {
 		return nil, err
 	}
 	defer s.unclaim(key)
@@ -77,25 +91,22 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			los = append(los, s.lockLeftover(key, v))
 		}
 		s.settle(ctx, los...)
+		s.abandon(los...)
 	}()
 
 	// Transient etcd errors (a leader election, a lost connection) do not
 	// end the wait: the loop backs off and reads again until ctx or the
 	// session ends, keeping its place in the queue.
-	//
-	// Writes are what a handoff waits for (each is a raft round and an
-	// fsync), so the loop sends one only when it can apply: join takes the
-	// lock or queues in one transaction, and a waiter woken by its
-	// predecessor's departure looks (a read) before it grabs.
 	queued := false
-	look := false // read before grabbing: the predecessor's entry went
+	var at int64 // > 0: the revision of a change the waiter's watch saw, to read at
+	lean := s.wasFree(key)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		if queued && (w == nil || w.rev == 0) {
 			if w, err = s.enqueue(ctx, key, v); err != nil {
-				if !unknownOutcome(err) && !overloaded(err) {
+				if !unknownOutcome(err) && !overloaded(err) && !errors.Is(err, errLeftGrant) {
 					return nil, err // refused: nothing was written
 				}
 				s.backoff(ctx)
@@ -106,34 +117,42 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		var o obstacle
 		var err error
 		switch {
-		case w == nil && len(cfg.guards) == 0:
+		case w == nil && len(cfg.guards) == 0 && joinable(v) && !lean:
 			var known bool
 			l, w, o, known, err = s.join(ctx, key, v)
 			if err != nil && !errors.Is(err, ErrUnknownOutcome) && !known {
-				// Queued, but the predecessor is unknown: read it.
-				queued, look = true, true
+				queued = true // queued, but the predecessor is unknown: read it
 				continue
 			}
 			if w != nil {
 				queued = true
 			}
-		case look:
-			if o, err = w.look(ctx, key); err != nil {
+		case w == nil:
+			l, o, err = s.grab(ctx, key, v, cfg, true)
+		case at > 0 && w.seen != 0 && len(cfg.guards) == 0:
+			o, err = w.lookAt(ctx, at)
+			at = 0
+			if err != nil {
+				continue // read linearizably instead
+			}
+			if !o.blocked() && !historyUsable(w.seen, now(), s.interval()) {
+				continue // the grant, but seen too old to count from: read linearizably
+			}
+			l, err = s.take(ctx, w, v, o, nil)
+		default:
+			at = 0
+			if o, err = w.look(ctx, cfg.guards); err != nil {
 				if !unknownOutcome(err) && !overloaded(err) {
 					return nil, err
 				}
 				s.backoff(ctx)
 				continue
 			}
-			if err = o.err(); !o.blocked() {
-				l, o, err = s.grab(ctx, key, v, cfg, w)
-			}
-		default:
-			l, o, err = s.grab(ctx, key, v, cfg, w)
+			l, err = s.take(ctx, w, v, o, cfg.guards)
 		}
-		look = false
 		switch {
 		case err == nil:
+			s.noteFree(key, w == nil)
 			return l, nil
 		case errors.Is(err, ErrUnknownOutcome):
 			if ambiguous == nil {
@@ -153,7 +172,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			// waiting for ourselves would never end.
 			if ambiguous != nil && string(o.holder.Value) == v.encode() {
 				if w != nil {
-					s.settle(ctx, w.leftover()) // normally gone with the transaction
+					s.settle(ctx, w.leftover()) // normally never written
 				}
 				return s.claimOrphan(ctx, key, v, o.holder, *ambiguous)
 			}
@@ -165,8 +184,10 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 				continue
 			}
 			return nil, err
+		case errors.Is(err, errRegrantRaced):
+			continue // the entry is not the grant (any more): read again
 		case !o.blocked():
-			return nil, err // a guard failed: waiting will not help
+			return nil, err // a guard failed, or the grant could not be registered
 		case w == nil || o.lost:
 			// Not queued yet, or our entry vanished (an operator deleted
 			// it): take a place at the back.
@@ -176,12 +197,13 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			}
 			continue
 		}
+		since := o.rev
+		if !historyUsable(w.seen, now(), s.interval()) {
+			since = 0 // re-read linearizably once the watches start, refreshing seen
+		}
 		var changed bool
 		if o.pred != nil {
-			changed, err = s.waitGone(ctx, o.pred)
-			// The predecessor left, usually because it took the lock:
-			// read before grabbing.
-			look = true
+			changed, at, err = s.waitGone(ctx, since, &w.seen, o.pred)
 		} else {
 			var kvs []*mvccpb.KeyValue
 			if o.holder != nil {
@@ -190,18 +212,100 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			if o.tomb != nil {
 				kvs = append(kvs, o.tomb)
 			}
-			changed, err = s.waitGone(ctx, kvs...)
+			changed, at, err = s.waitGone(ctx, since, &w.seen, kvs...)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if !changed {
 			// The watch failed or no change came within TTL/3 (a stalled
-			// watch looks like no change): read again, before any write.
-			look = true
+			// watch looks like no change): back off, then read again.
 			s.backoff(ctx)
 		}
 	}
+}
+
+// historyUsable reports whether a grant learned from history (lookAt) may
+// count its validity from seen, the send time of the waiter's newest
+// linearizable read that showed it waiting, at n: only while seen is less
+// than one period (TTL/3) old. Waiters ahead that leave one by one wake the
+// waiter with reads of history that still show someone ahead, which never
+// refresh seen; so a wait that starts with seen older than that re-reads
+// linearizably once its watches start (refreshing seen), and a grant found
+// in history with an older seen is read again linearizably, its validity
+// then counted from that read.
+func historyUsable(seen, n instant, period time.Duration) bool {
+	return seen != 0 && n.Sub(seen) < period
+}
+
+// wasFree reports whether this session's last Acquire of key found it free
+// (took it without queuing). Such an Acquire tries TryAcquire's lean
+// transaction first, which etcd decodes, logs and applies faster than join's
+// (whose Else branch carries the queue entry and five reads); if the lock is
+// taken after all, the lean try costs one more write, then the call queues
+// (enqueue) and the key is remembered as contended.
+func (s *Session) wasFree(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.free[key]
+}
+
+// maxFree bounds the keys wasFree remembers per session.
+const maxFree = 256
+
+// noteFree records how this session's Acquire of key ended: free (taken
+// without queuing) or not.
+func (s *Session) noteFree(key string, free bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !free:
+		delete(s.free, key)
+	case len(s.free) >= maxFree && !s.free[key]:
+		clear(s.free)
+		fallthrough
+	default:
+		s.free[key] = true
+	}
+}
+
+// maxJoinValue is the largest encoded value join sends: its transaction
+// carries the value twice (the lock key's put and the entry's), and etcd
+// refuses requests over 1.5 MiB by default. A larger value takes TryAcquire's
+// transaction and then the enqueue, one copy each, so that etcd's own
+// refusal of a value too large for it comes back as itself.
+const maxJoinValue = 256 << 10
+
+// joinable reports whether an acquire of v may use join.
+func joinable(v value) bool { return len(v.Record)+len(v.Holder) <= maxJoinValue }
+
+// take registers the waiter's entry as the lock's grant when the read o
+// showed it to be one (nothing ahead of it, no lock key, no tombstone: the
+// ownership rule) and the WithGuard compares held in that read. The entry
+// was the grant at o.rev, and o.sent is a send time before that (the read's
+// own, or, for a read of history, w.seen): the lock's validity counts from
+// then. If that leaves less than two ownership-check periods, it asks the
+// session for a check now. An outrun waiter (regrant.go) takes the lock by
+// regrant's write instead, which carries guards (the caller's WithGuard
+// compares: a write applies only if they still hold). Otherwise it returns
+// why not.
+func (s *Session) take(ctx context.Context, w *waiter, v value, o obstacle, guards []clientv3.Cmp) (*Lock, error) {
+	switch {
+	case o.blocked():
+		return nil, o.err()
+	case !o.guarded:
+		return nil, ErrGuardFailed
+	case w.outrun:
+		return s.regrant(ctx, w, v, guards)
+	}
+	l := s.newLock(w.key, w.path, w.rev, v)
+	if err := s.register(l, o.sent, o.rev+1); err != nil {
+		return nil, err // the caller's clean-up deletes the entry, handing the lock on
+	}
+	if o.sent.Add(s.ttl-s.margin).Sub(now()) < 2*s.interval() {
+		s.requestCheck()
+	}
+	return l, nil
 }
 
 // claimOrphan takes as ours the lock key kv that one of our acquire
@@ -209,7 +313,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 // of the first such transaction, before which the key cannot have been
 // created.
 func (s *Session) claimOrphan(ctx context.Context, key string, v value, kv *mvccpb.KeyValue, sent instant) (*Lock, error) {
-	l := s.newLock(key, kv.CreateRevision, v)
+	l := s.newLock(key, s.eng.Path(key), kv.CreateRevision, v)
 	if err := s.register(l, sent, kv.ModRevision+1); err != nil {
 		s.settle(ctx, s.lockLeftover(key, v))
 		return nil, err

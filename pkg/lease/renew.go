@@ -18,7 +18,7 @@ import (
 // lease gone.
 func (s *Session) renewLoop(last instant) {
 	defer s.wg.Done()
-	timer := time.NewTimer(last.add(s.interval()).sub(now()))
+	timer := time.NewTimer(last.Add(s.interval()).Sub(now()))
 	defer timer.Stop()
 	for {
 		select {
@@ -36,7 +36,7 @@ func (s *Session) renewLoop(last instant) {
 			if !s.renewed(sent, ttl) {
 				return
 			}
-			timer.Reset(sent.add(s.interval()).sub(now()))
+			timer.Reset(sent.Add(s.interval()).Sub(now()))
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("%w: lease %x not found", ErrSessionExpired, int64(s.id)))
 			return
@@ -54,7 +54,7 @@ func (s *Session) renewLoop(last instant) {
 // late to matter.
 func (s *Session) renewOnce(sent instant) (time.Duration, error) {
 	s.mu.Lock()
-	left := s.validUntil.sub(sent)
+	left := s.validUntil.Sub(sent)
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, min(s.callTimeout(), left))
 	defer cancel()
@@ -73,7 +73,7 @@ func (s *Session) renewed(sent instant, ttl time.Duration) bool {
 	s.mu.Lock()
 	ok, p := s.validLocked(n)
 	if ok {
-		if vu := sent.add(ttl - s.margin); vu > s.validUntil {
+		if vu := sent.Add(ttl - s.margin); vu > s.validUntil {
 			s.validUntil = vu
 		}
 	}

@@ -52,9 +52,12 @@ type Session struct {
 	validUntil instant
 	err        error // why the session ended; nil while it lives
 	endedAt    instant
-	locks      map[string]*Lock    // held keys, by lock name
-	busy       map[string]bool     // lock names with an acquire, adopt or clean-up in flight
-	leftovers  map[string]leftover // by etcd key: what failed calls may have left
+	locks      map[string]*Lock         // held keys, by lock name
+	busy       map[string]bool          // lock names with an acquire, adopt or clean-up in flight
+	cleaning   map[string]chan struct{} // lock names the clean-up loop marks busy: closed when it is done
+	leftovers  map[string]leftover      // by etcd key: what failed calls may have left
+	free       map[string]bool          // lock names this session's last Acquire found free (wasFree)
+	keepStop   context.CancelFunc       // ends keepWatchStream's idle watch; nil when none runs
 }
 
 // NewSession grants an etcd lease of ttl (whole seconds, at least MinTTL)
@@ -162,9 +165,11 @@ func (e *Engine) start(id clientv3.LeaseID, ttl, margin time.Duration, sent inst
 		checkc:     make(chan struct{}, 1),
 		cleanc:     make(chan struct{}, 1),
 		leftovers:  make(map[string]leftover),
-		validUntil: sent.add(ttl - margin),
+		validUntil: sent.Add(ttl - margin),
 		locks:      make(map[string]*Lock),
 		busy:       make(map[string]bool),
+		cleaning:   make(map[string]chan struct{}),
+		free:       make(map[string]bool),
 	}
 	// The session's context is cancelled only by end, so that a cancelled
 	// context always comes with a recorded cause; closing the client ends the
@@ -225,10 +230,10 @@ func (s *Session) ValidUntil() time.Time {
 	s.mu.Lock()
 	vu := s.validUntil
 	if s.err != nil {
-		vu = minInstant(vu, s.endedAt)
+		vu = min(vu, s.endedAt)
 	}
 	s.mu.Unlock()
-	return vu.wall()
+	return vu.Wall()
 }
 
 // Close ends the session, its locks and its goroutines, then revokes the
@@ -295,6 +300,19 @@ func (s *Session) endLocked(cause error, n instant) pending {
 		}
 	}
 	return p
+}
+
+// leaseGone ends the session when err says that etcd no longer has its
+// lease (a put on it was refused: expired or revoked), as the renewal loop
+// would at its next round; it reports whether it did. The session's error
+// then explains the call's, which is otherwise etcd's bare "requested lease
+// not found".
+func (s *Session) leaseGone(err error) bool {
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false
+	}
+	s.end(fmt.Errorf("%w: lease %x not found", ErrSessionExpired, int64(s.id)))
+	return true
 }
 
 // validLocked reports whether the session is valid at n, ending it if its

@@ -7,20 +7,27 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// waitGone returns changed when one of kvs was deleted or replaced; it
-// returns neither changed nor an error when a watch or read failed or nothing
-// changed within TTL/3 (the caller reads again), and ctx's error when ctx
-// ends. It watches each key from the current revision, waits until etcd
-// confirms every watch, then re-reads the keys: a deletion before the watches
-// started shows in the read, one after in a watch. The whole wait, the
-// confirmation included (clientv3's Watch blocks until etcd confirms the
-// watch, which a stalled stream never does), is bounded by TTL/3: a stalled
-// watch delays a waiter by at most that, never blocks it and the queue
-// behind it.
-func (s *Session) waitGone(ctx context.Context, kvs ...*mvccpb.KeyValue) (changed bool, err error) {
+// waitGone returns changed when one of kvs (as read at revision since, 0 if
+// unknown) was deleted or replaced, with the revision at which it saw that
+// (the event's, or its re-read's); it returns neither changed nor an error
+// when a watch or read failed or nothing changed within TTL/3 (the caller
+// reads again), and ctx's error when ctx ends. It watches each key from the
+// current revision and waits until etcd confirms every watch. A watch whose
+// confirmation names a revision at or below since starts right after it
+// (etcd registers a watch at its current revision, then reports a revision
+// no lower), so nothing can have been missed; otherwise it re-reads the keys:
+// a deletion before the watches started shows in the read, one after in a
+// watch. When that re-read finds every key still there, it records its send
+// time in *seen: a linearizable read that showed them in the way. The whole
+// wait, the confirmation included (clientv3's Watch blocks until etcd
+// confirms the watch, which a stalled stream never does), is bounded by
+// TTL/3: a stalled watch delays a waiter by at most that, never blocks it and
+// the queue behind it.
+func (s *Session) waitGone(ctx context.Context, since int64, seen *instant, kvs ...*mvccpb.KeyValue) (changed bool, rev int64, err error) {
 	if len(kvs) == 0 {
-		return true, nil
+		return true, 0, nil
 	}
+	s.keepWatchStream()
 	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), s.interval())
 	defer cancel()
 	chans := make([]clientv3.WatchChan, len(kvs))
@@ -29,25 +36,34 @@ func (s *Session) waitGone(ctx context.Context, kvs ...*mvccpb.KeyValue) (change
 		chans[i] = s.cli.Watch(wctx, string(kv.Key), clientv3.WithCreatedNotify())
 		gets[i] = clientv3.OpGet(string(kv.Key), clientv3.WithKeysOnly())
 	}
+	gap := since <= 0
 	for _, ch := range chans {
 		select {
 		case wr, ok := <-ch:
 			if !ok || !wr.Created || wr.Err() != nil {
-				return false, ctx.Err()
+				return false, 0, ctx.Err()
 			}
+			gap = gap || wr.Header.Revision > since
 		case <-wctx.Done():
-			return false, ctx.Err()
+			// No confirmation within TTL/3: the stream is likely stalled on
+			// a hung member. Let the next wait open a new one.
+			s.dropWatchStream()
+			return false, 0, ctx.Err()
 		}
 	}
-	resp, err := s.cli.Txn(wctx).Then(gets...).Commit()
-	if err != nil {
-		return false, ctx.Err()
-	}
-	for i, kv := range kvs {
-		cur := resp.Responses[i].GetResponseRange().Kvs
-		if len(cur) == 0 || cur[0].CreateRevision != kv.CreateRevision {
-			return true, nil
+	if gap {
+		sent := now()
+		resp, err := s.cli.Txn(wctx).Then(gets...).Commit()
+		if err != nil {
+			return false, 0, ctx.Err()
 		}
+		for i, kv := range kvs {
+			cur := resp.Responses[i].GetResponseRange().Kvs
+			if len(cur) == 0 || cur[0].CreateRevision != kv.CreateRevision {
+				return true, resp.Header.Revision, nil
+			}
+		}
+		*seen = sent
 	}
 	// At most two keys are watched (the lock and its tombstone).
 	var c0, c1 clientv3.WatchChan = chans[0], nil
@@ -60,19 +76,60 @@ func (s *Session) waitGone(ctx context.Context, kvs ...*mvccpb.KeyValue) (change
 		var kv *mvccpb.KeyValue
 		select {
 		case <-wctx.Done():
-			return false, ctx.Err()
+			return false, 0, ctx.Err()
 		case wr, ok = <-c0:
 			kv = kvs[0]
 		case wr, ok = <-c1:
 			kv = kvs[1]
 		}
 		if !ok || wr.Canceled || wr.Err() != nil {
-			return false, ctx.Err()
+			return false, 0, ctx.Err()
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != kv.CreateRevision {
-				return true, nil
+				return true, ev.Kv.ModRevision, nil
 			}
 		}
+	}
+}
+
+// keepWatchStream keeps one idle watch open for the session's life once a
+// waiter of the session first waits, so that the watch stream the waiters'
+// and the locks' watches share (clientv3 keeps one stream per client and
+// request metadata, WithRequireLeader here, and closes it with its last
+// watch) is not opened and closed again for every wait. The watch is on a
+// key nothing writes (P/idle); its goroutine is the session's (joined by its
+// WaitGroup) and ends with the session, when the watch ends (a failed
+// stream), or when a wait found the stream stalled (dropWatchStream): the
+// next wait then opens a new stream, which the client may send to another
+// member.
+func (s *Session) keepWatchStream() {
+	s.mu.Lock()
+	if s.keepStop != nil || s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	ctx, stop := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	s.keepStop = stop
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		for range s.cli.Watch(ctx, s.eng.prefix+"/idle", clientv3.WithKeysOnly()) {
+		}
+		s.mu.Lock()
+		s.keepStop = nil
+		s.mu.Unlock()
+		stop()
+	}()
+}
+
+// dropWatchStream ends keepWatchStream's idle watch, if any.
+func (s *Session) dropWatchStream() {
+	s.mu.Lock()
+	stop := s.keepStop
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -13,17 +14,25 @@ type waiter struct {
 	s     *Session
 	key   string
 	path  string
-	value string // the entry's value: the holder and the call's ID
-	rev   int64  // the entry's CreateRevision: its place in the queue
+	value string // the entry's value: the holder, the record and the call's ID
+	rev   int64  // the entry's CreateRevision: its place in the queue, and its token once it is the grant
+	// seen is the send time of the newest linearizable request that showed
+	// the entry not yet the grant (something ahead of it): the entry became
+	// the grant after it, so a grant learned from history (lookAt) counts
+	// its validity from there. Zero when no such request is known.
+	seen instant
+	// outrun says a read showed a lock key created after the entry (an
+	// older protocol's waiter took the lock: regrant.go): the entry's own
+	// revision is no longer a growing token, and the waiter takes the lock
+	// by regrant once its entry is the grant.
+	outrun bool
 }
 
 // newWaiter returns the (not yet written) queue entry of an acquire of key
-// with value v.
+// with value v. The entry carries the whole value (record included): it
+// becomes the lock's grant when everything ahead of it is gone.
 func (s *Session) newWaiter(key string, v value) *waiter {
-	return &waiter{
-		s: s, key: key, path: s.eng.queuePath(key, s.id),
-		value: value{Holder: v.Holder, Call: v.Call}.encode(),
-	}
+	return &waiter{s: s, key: key, path: s.eng.queuePath(key, s.id), value: v.encode()}
 }
 
 // enqueue puts this call's entry at the back of key's queue. An entry of this
@@ -38,7 +47,7 @@ func (s *Session) enqueue(ctx context.Context, key string, v value) (*waiter, er
 		resp, err := s.cli.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)).
 			Then(clientv3.OpPut(w.path, w.value, clientv3.WithLease(s.id))).
-			Else(clientv3.OpGet(w.path)).
+			Else(append([]clientv3.Op{clientv3.OpGet(w.path)}, s.eng.stateReads(key)...)...).
 			Commit()
 		cancel()
 		if err != nil {
@@ -55,12 +64,34 @@ func (s *Session) enqueue(ctx context.Context, key string, v value) (*waiter, er
 			w.rev = kv.CreateRevision
 			return w, nil
 		}
+		if g := readState(resp.Responses[1:]).owner(); g != nil && g.CreateRevision == kv.CreateRevision {
+			if s.leftoverAt(w.path) {
+				// A failed call of this session left it and the session is
+				// deleting it: as a lock key so left, this call (holding
+				// the key's busy mark) deletes it, handing the lock on, and
+				// queues at the back.
+				if s.cleanNow(ctx, w.path) {
+					continue
+				}
+				return w, fmt.Errorf("enqueue: %w", errLeftGrant)
+			}
+			// The entry another call left is the lock's grant (a Lock
+			// that lapsed, or a resumed lease's not yet adopted): like a
+			// lock key of this lease, it stays for Adopt or Release, and
+			// waiting behind it would never end.
+			return w, &HeldError{Holder: decodeValue(g.Value).Holder, Token: g.CreateRevision, Lease: s.id}
+		}
 		if err := w.dropStale(ctx, kv.CreateRevision); err != nil {
 			return w, err
 		}
 	}
 	return w, fmt.Errorf("enqueue: %w: a stale queue entry of this lease keeps coming back", ErrLocked)
 }
+
+// errLeftGrant says that an entry a failed call of this session left is the
+// lock's grant and its delete did not get through yet: the caller backs off
+// and tries again.
+var errLeftGrant = errors.New("lease: a queue entry an earlier call left is the grant, and its delete has not got through yet")
 
 // dropStale deletes the entry at the waiter's key that another call left
 // (created at rev).
@@ -82,12 +113,12 @@ func (w *waiter) leftover() leftover {
 
 // reads reads what stands between the waiter and the lock: the lock key and
 // its tombstone (lockReads), the waiter's own entry, and the entry just
-// ahead of it. readQueue parses the last two.
-func (w *waiter) reads(key string) []clientv3.Op {
-	return append(w.s.lockReads(key),
-		clientv3.OpGet(w.path, clientv3.WithKeysOnly()),
-		clientv3.OpGet(w.s.eng.queueDir(key), append(clientv3.WithLastCreate(),
-			clientv3.WithMaxCreateRev(w.rev-1), clientv3.WithKeysOnly())...))
+// ahead of it. readQueue parses the last two. opts apply to every read.
+func (w *waiter) reads(opts ...clientv3.OpOption) []clientv3.Op {
+	return append(w.s.lockReads(w.key, opts...),
+		clientv3.OpGet(w.path, append([]clientv3.OpOption{clientv3.WithKeysOnly()}, opts...)...),
+		clientv3.OpGet(w.s.eng.queueDir(w.key), append(append(clientv3.WithLastCreate(),
+			clientv3.WithMaxCreateRev(w.rev-1), clientv3.WithKeysOnly()), opts...)...))
 }
 
 // readQueue fills in lost and pred from the answers to the waiter's own
@@ -101,24 +132,55 @@ func (w *waiter) readQueue(o *obstacle, rs []*etcdserverpb.ResponseOp) {
 }
 
 // look reads what stands between the waiter and the lock with one
-// read-only, linearizable transaction (no raft write, no fsync). A waiter
-// that woke because its predecessor's entry went usually finds the lock
-// held by that predecessor: looking first spares etcd an acquire
-// transaction that would fail (a Txn with a Put is a raft write even when its
-// compare fails). The error is etcd's; nothing was written.
-func (w *waiter) look(ctx context.Context, key string) (obstacle, error) {
+// read-only, linearizable transaction (no raft write, no fsync): nothing, if
+// the waiter's entry is the grant now (take). With guards, the transaction
+// is If(guards) Then(reads) Else(reads), and o.guarded says which ran. The
+// error is etcd's; nothing was written.
+func (w *waiter) look(ctx context.Context, guards []clientv3.Cmp) (obstacle, error) {
 	// A deadline on the read: one hung etcd member (stopped, not refusing) would otherwise
 	// hold the waiter, and everyone queued behind it, for as long as it hangs; after the
 	// deadline the caller backs off and the client's balancer sends the next read elsewhere.
 	ctx, cancel := w.s.callContext(ctx)
 	defer cancel()
-	resp, err := w.s.cli.Txn(ctx).Then(w.reads(key)...).Commit()
-	if err != nil {
-		return obstacle{}, fmt.Errorf("read queue: %w", err)
+	reads := w.reads()
+	txn := w.s.cli.Txn(ctx).Then(reads...)
+	if len(guards) > 0 {
+		txn = w.s.cli.Txn(ctx).If(guards...).Then(reads...).Else(reads...)
 	}
-	var o obstacle
+	o := obstacle{sent: now()}
+	resp, err := txn.Commit()
+	if err != nil {
+		return o, fmt.Errorf("read queue: %w", err)
+	}
+	o.guarded, o.rev = resp.Succeeded, resp.Header.Revision
 	o.readLock(resp.Responses)
 	w.readQueue(&o, resp.Responses[2:])
+	w.notice(o.holder)
+	if o.blocked() {
+		w.seen = o.sent
+	}
+	return o, nil
+}
+
+// lookAt reads what stood between the waiter and the lock at revision rev,
+// the revision of a change its watch reported, with serializable reads: etcd's
+// history at a given revision is fixed, so any member that has applied rev
+// answers it without a raft round (a linearizable read waits for the write
+// in flight, often the previous holder's next acquire). If the entry was the
+// grant at rev, it is still (a grant stays one until its key goes, owner.go);
+// its validity then counts from w.seen, sent before rev. The error is etcd's
+// (a member behind rev, a compacted rev): the caller reads linearizably.
+func (w *waiter) lookAt(ctx context.Context, rev int64) (obstacle, error) {
+	ctx, cancel := w.s.callContext(ctx)
+	defer cancel()
+	o := obstacle{sent: w.seen, guarded: true, rev: rev}
+	resp, err := w.s.cli.Txn(ctx).Then(w.reads(clientv3.WithRev(rev), clientv3.WithSerializable())...).Commit()
+	if err != nil {
+		return o, fmt.Errorf("read queue at revision %d: %w", rev, err)
+	}
+	o.readLock(resp.Responses)
+	w.readQueue(&o, resp.Responses[2:])
+	w.notice(o.holder)
 	return o, nil
 }
 
@@ -139,9 +201,13 @@ func (w *waiter) look(ctx context.Context, key string) (obstacle, error) {
 // call wrote it (an earlier join whose answer was lost) it keeps its place
 // and the predecessor is unknown (known is false); if another call left it,
 // the waiter's rev is 0 and known is false, so that enqueue deletes it and
-// queues at the back. The returned error wraps ErrUnknownOutcome when etcd's
-// answer was not received (the key or the entry may exist); an error etcd
-// refused the transaction with is returned as is, with known true.
+// queues at the back. Which compare guards what: the three of TryAcquire's
+// transaction (grabTxn) decide between taking the lock key and queuing; the
+// nested one keeps an existing entry (this call's, or a stale one that
+// enqueue deals with) from being overwritten. The returned error wraps
+// ErrUnknownOutcome when etcd's answer was not received (the key or the entry
+// may exist); an error etcd refused the transaction with is returned as is,
+// with known true.
 func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *waiter, o obstacle, known bool, err error) {
 	e := s.eng
 	path, tomb, qdir := e.Path(key), e.tombPath(key), e.queueDir(key)
@@ -201,5 +267,12 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 			o.pred = kv
 		}
 	}
-	return nil, w, o, true, o.err()
+	// Nothing ahead and the lock free: the entry is the grant already (the
+	// queue held only entries that went in between, or ours).
+	o.guarded, o.rev = true, resp.Header.Revision
+	if o.blocked() {
+		w.seen = sent
+	}
+	l, err = s.take(ctx, w, v, o, nil) // join has no guards
+	return l, w, o, true, err
 }

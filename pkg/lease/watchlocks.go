@@ -28,8 +28,18 @@ const rewatchPause = 200 * time.Millisecond
 // watch only hastens what the caller learns; decisions still read
 // linearizably (Inspect). changed and resync run in the caller's goroutine
 // and delay the watch while they run. Queue entries and tombstones are not
-// reported. An invalid engine option is returned at once.
+// reported, so neither is a blocking Acquire's grant, which is its queue
+// entry (owner.go): WatchLocks is for locks taken with Grant or TryAcquire,
+// as the controller's are. An invalid engine option is returned at once.
 func (e *Engine) WatchLocks(ctx context.Context, changed func(key string), resync func()) error {
+	return e.watchLockEvents(ctx, func(dir string, ev *clientv3.Event) {
+		changed(strings.TrimPrefix(string(ev.Kv.Key), dir))
+	}, resync)
+}
+
+// watchLockEvents is the loop of WatchLocks and WatchLockChanges: it calls changed with each
+// event of a lock key and the keys' directory.
+func (e *Engine) watchLockEvents(ctx context.Context, changed func(dir string, ev *clientv3.Event), resync func()) error {
 	if e.err != nil {
 		return fmt.Errorf("watch locks: %w", e.err)
 	}
@@ -54,7 +64,7 @@ func (e *Engine) WatchLocks(ctx context.Context, changed func(key string), resyn
 
 // watchOnce runs one watch of the lock keys under dir until it fails or ctx
 // ends, and returns why it ended.
-func (e *Engine) watchOnce(ctx context.Context, dir string, changed func(string), resync func()) error {
+func (e *Engine) watchOnce(ctx context.Context, dir string, changed func(string, *clientv3.Event), resync func()) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	ch := e.cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
@@ -63,7 +73,7 @@ func (e *Engine) watchOnce(ctx context.Context, dir string, changed func(string)
 			resync()
 		}
 		for _, ev := range wr.Events {
-			changed(strings.TrimPrefix(string(ev.Kv.Key), dir))
+			changed(dir, ev)
 		}
 		if err := wr.Err(); err != nil {
 			return fmt.Errorf("watch %s: %w", dir, err)

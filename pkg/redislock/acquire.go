@@ -3,28 +3,30 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
 // TryAcquire takes the lock named key for holder if it is free and no waiter
 // is queued for it (it does not barge past Acquire callers), in one script:
-// SET NX PX of the lock key and INCR of its token counter. A held lock is
-// reported as a *HeldError (ErrLocked); a free lock with waiters as
-// ErrLocked. If the reply is lost, a key it may have set is deleted again by
-// value (retried in the background while Redis does not answer, until the
-// key must have expired by itself), and the nonce's tombstone keeps the
-// request, if it was only delayed, from granting when it lands later (up to
-// TTL + margin after the delete). If the script granted and a step after
-// it failed (the WAIT of Config.WaitReplicas, reading the reply), the grant
-// is deleted the same way before the error is returned: an error from
-// TryAcquire never leaves a key held. Bad input is an ErrInvalid and writes
-// nothing.
+// SET PX of the lock key and INCR of its token counter. A held lock is
+// reported as a *HeldError (ErrLocked). A free lock with waiters is granted
+// to the first live one and reported as a *HeldError of that grant (or as
+// ErrLocked when that waiter only asks to be woken). If the reply is lost,
+// a key it may have set is deleted again by value (retried in the
+// background while Redis does not answer, until the key must have expired
+// by itself), and the nonce's tombstone keeps the request, if it was only
+// delayed, from granting when it lands later (up to TTL + margin after the
+// delete). If the script granted and a step after it failed (the WAIT of
+// Config.WaitReplicas, reading the reply), the grant is deleted the same
+// way before the error is returned: an error from TryAcquire never leaves a
+// key held. Bad input is an ErrInvalid and writes nothing.
 func (c *Client) TryAcquire(ctx context.Context, key, holder string) (*Lock, error) {
 	if err := c.prepare(key, holder); err != nil {
 		return nil, fmt.Errorf("try acquire %s: %w", key, err)
 	}
 	nonce := newNonce()
-	l, o, err := c.grab(ctx, key, holder, nonce, "")
+	l, o, err := c.grab(ctx, key, holder, nonce, "", nil)
 	if err != nil {
 		if ambiguous(err) {
 			c.dropOrphan(ctx, key, nonce, "")
@@ -51,9 +53,10 @@ func (c *Client) prepare(key, holder string) error {
 	return nil
 }
 
-// grab runs the acquire script once (as waiter if waiterID is set) and, when
-// it grants, returns the started Lock. With WaitReplicas the script and a
-// WAIT go in one pipeline, so WAIT runs on the connection that wrote.
+// grab runs the acquire script once (as waiter if waiterID is set, its
+// send time recorded in asks) and, when it grants, returns the started
+// Lock. With WaitReplicas a WAIT follows a grant on the connection that
+// wrote it.
 //
 // An error of the script's own call is returned as is: the caller knows
 // from ambiguous whether the script may have run. Once the script's reply is
@@ -62,11 +65,19 @@ func (c *Client) prepare(key, holder string) error {
 // grant with this nonce that nobody will hold: grab deletes it by nonce
 // (a value-checked delete, harmless if the key is not ours) and returns an
 // undoneError, which is definite.
-func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) (*Lock, obstacle, error) {
+func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string, asks *askLog) (*Lock, obstacle, error) {
 	k := newKeys(c.cfg.Prefix, key)
-	sent := now()
+	sent := sendTime()
+	ask := "0"
+	if asks != nil {
+		ask = strconv.FormatUint(asks.next(sent), 10)
+	}
+	confirm := "0" // with WaitReplicas, a grant found by its nonce is written again (scripts.go)
+	if c.cfg.WaitReplicas > 0 {
+		confirm = "1"
+	}
 	res, acked, waitErr, err := c.runAcquire(ctx, []string{k.lock, k.token, k.queue},
-		nonce, holder, c.ttlMillis(), waiterID, k.waiter, k.gone+nonce)
+		nonce, holder, c.ttlMillis(), waiterID, k.waiter, k.gone+nonce, ask, k.channel, confirm)
 	if err != nil {
 		return nil, obstacle{}, err
 	}
@@ -87,15 +98,8 @@ func (c *Client) grab(ctx context.Context, key, holder, nonce, waiterID string) 
 	if err := replicated(c.cfg.WaitReplicas, acked, waitErr, c.cfg.WaitTimeout); err != nil {
 		return nil, o, c.undo(ctx, key, nonce, waiterID, err)
 	}
-	l := c.newLock(ctx, key, v, sent, o.left)
-	if !c.track(l) {
-		return nil, o, c.undo(ctx, key, nonce, waiterID, ErrClosed)
-	}
-	if !l.startWatchdog(sent) {
-		// Close released it (by nonce) after track: nothing is held.
-		return nil, o, &undoneError{err: ErrClosed}
-	}
-	return l, o, nil
+	l, err := c.hold(ctx, key, waiterID, v, sent, o.left)
+	return l, o, err
 }
 
 // Reply states of the acquire script.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -21,15 +23,17 @@ type Client struct {
 	id  string // names this client's waiters and its wake channel
 	seq atomic.Uint64
 
-	subMu   sync.Mutex    // serialises the first subscription
-	closing chan struct{} // closed by Close: waiters return ErrClosed
+	subMu     sync.Mutex    // serialises the first subscription
+	closing   chan struct{} // closed by Close: waiters leave and return ErrClosed
+	abandoned chan struct{} // closed when the first Close stops waiting: clean-up retries end
+	abandon   sync.Once
 
 	mu      sync.Mutex
 	closed  bool
 	locks   map[*Lock]struct{}
-	waiters map[string]chan struct{} // waiter ID -> wake signal (buffered 1)
-	ps      *redis.PubSub            // subscribed on first wait; nil before
-	wg      group                    // watchdogs, calls, deletes and the wake dispatcher
+	waiters map[string]chan string // waiter ID -> its newest channel message (buffered 1)
+	ps      *redis.PubSub          // subscribed on first wait; nil before
+	wg      group                  // watchdogs, calls, deletes, waiters and the wake dispatcher
 }
 
 // New returns a Client on rdb with cfg (see Config for defaults). It writes
@@ -52,8 +56,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	}
 	return &Client{
 		rdb: rdb, cfg: cfg.withDefaults(), id: newNonce()[:16],
-		closing: make(chan struct{}),
-		locks:   make(map[*Lock]struct{}), waiters: make(map[string]chan struct{}),
+		closing: make(chan struct{}), abandoned: make(chan struct{}),
+		locks: make(map[*Lock]struct{}), waiters: make(map[string]chan string),
 	}, nil
 }
 
@@ -61,9 +65,15 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 func (c *Client) Config() Config { return c.cfg }
 
 // Close releases every lock the client holds (best effort, within ctx; a
-// lock whose release fails expires by its TTL), stops the wake subscription
-// and waits for the client's goroutines. Acquires after Close fail with
-// ErrClosed. The redis client is the caller's and stays open.
+// lock whose release fails expires by its TTL), makes every blocked Acquire
+// leave its queue and return ErrClosed, stops the wake subscription and
+// waits, within ctx, for the client's goroutines and for those Acquire calls
+// to have left: once Close returns nil, no waiter of this client is queued,
+// so the redis client can be closed without leaving one that a release
+// would grant (and everyone behind it would wait a TTL for). A leave or
+// other clean-up whose reply is lost is retried meanwhile, until ctx ends.
+// Acquires after Close fail with ErrClosed. The redis client is the
+// caller's and stays open.
 //
 // Close returns when ctx ends even if a call is stuck in go-redis (a
 // connection without a read deadline, ReadTimeout -1, on a network that
@@ -97,7 +107,9 @@ func (c *Client) Close(ctx context.Context) error {
 	if ps != nil {
 		_ = ps.Close()
 	}
-	if err := c.wg.wait(ctx); err != nil {
+	err := c.wg.wait(ctx)
+	c.abandon.Do(func() { close(c.abandoned) }) // clean-up retries stop: the caller's ctx is over
+	if err != nil {
 		errs = append(errs, fmt.Errorf("wait for goroutines: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -158,6 +170,44 @@ func ambiguous(err error) bool {
 	}
 	var re redis.Error
 	return !errors.As(err, &re)
+}
+
+// refusedCodes are the error codes with which a server refuses to run a
+// command, or stops a script before its first write, for a reason that
+// passes: a replica or a primary being demoted (READONLY), a server
+// loading its data (LOADING), a script running too long (BUSY), maxmemory
+// (OOM), a replica that lost its primary (MASTERDOWN), a slot being moved
+// (TRYAGAIN, CLUSTERDOWN) and min-replicas-to-write (NOREPLICAS).
+var refusedCodes = []string{"READONLY", "LOADING", "BUSY", "OOM", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"}
+
+// refused reports whether err is an error reply that refused the script
+// for a passing reason (refusedCodes): it applied nothing, and the same
+// call may succeed in a moment. Callers that must reach Redis (a leave, a
+// clean-up, a blocking Acquire) retry it; ambiguous stays false for it,
+// since nothing ran. Redis 7 puts the code first ("READONLY You can't
+// write ... script: <sha>, on @user_script:1."); Redis 6 wraps an error
+// raised inside a script ("ERR Error running script (call to f_<sha>):
+// @user_script:1: -READONLY You can't ...").
+//
+// A grant that grab deleted again (undoneError) and ErrNotReplicated are
+// not refusals, whatever they wrap: the script ran.
+func refused(err error) bool {
+	var u *undoneError
+	if errors.As(err, &u) || errors.Is(err, ErrNotReplicated) {
+		return false
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	if strings.HasPrefix(msg, "ERR Error running script") {
+		if _, inner, ok := strings.Cut(msg, ": -"); ok {
+			msg = inner
+		}
+	}
+	code, _, _ := strings.Cut(msg, " ")
+	return slices.Contains(refusedCodes, code)
 }
 
 // isNil reports whether rdb is nil, also when it is a typed nil pointer (a

@@ -170,6 +170,40 @@ func TestAmbiguous(t *testing.T) {
 	}
 }
 
+func TestRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"redis.Nil", redis.Nil, false},
+		{"readonly (Redis 7)", replyErr("READONLY You can't write against a read only replica. script: 0347, on @user_script:30."), true},
+		{"readonly wrapped", fmt.Errorf("drop: %w", replyErr("READONLY You can't write against a read only replica.")), true},
+		{"readonly in a script (Redis 6)", replyErr("ERR Error running script (call to f_0347): @user_script:30: -READONLY You can't write against a read only replica."), true},
+		{"loading", replyErr("LOADING Redis is loading the dataset in memory"), true},
+		{"busy", replyErr("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), true},
+		{"oom", replyErr("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{"masterdown", replyErr("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), true},
+		{"tryagain", replyErr("TRYAGAIN Multiple keys request during rehashing of slot"), true},
+		{"clusterdown", replyErr("CLUSTERDOWN The cluster is down"), true},
+		{"noreplicas", replyErr("NOREPLICAS Not enough good replicas to write."), true},
+		{"busykey is another code", replyErr("BUSYKEY Target key name already exists."), false},
+		{"script error", replyErr("ERR user_script:1: Script attempted to access nonexistent global variable"), false},
+		{"noscript", replyErr("NOSCRIPT No matching script"), false},
+		{"noperm", replyErr("NOPERM this user has no permissions to run the 'eval' command"), false},
+		{"undone grant wrapping a refusal", &undoneError{err: replyErr("READONLY You can't write")}, false},
+		{"not replicated wrapping a refusal", fmt.Errorf("%w: wait: %w", ErrNotReplicated, replyErr("NOREPLICAS x")), false},
+		{"deadline", context.DeadlineExceeded, false},
+		{"a plain error with the code's text", errors.New("READONLY not from the server"), false},
+	}
+	for _, tt := range tests {
+		if got := refused(tt.err); got != tt.want {
+			t.Errorf("refused(%s: %v) = %v, want %v", tt.name, tt.err, got, tt.want)
+		}
+	}
+}
+
 // replyErr is an error reply from the server, as go-redis reports one.
 type replyErr string
 
@@ -192,6 +226,8 @@ func TestReleased(t *testing.T) {
 		{releaseOthers, true, false},
 		{releaseEarlier, false, false},
 		{releaseEarlier, true, true},
+		{releaseThisCall, false, true},
+		{releaseThisCall, true, true},
 	}
 	for _, tt := range tests {
 		if got := released(tt.n, tt.maybeRan); got != tt.want {

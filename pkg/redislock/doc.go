@@ -12,15 +12,21 @@
 //
 // # Guarantees
 //
-// Atomic grant and token. Acquire is one Lua script: SET key value NX PX ttl
-// and, in the same script, INCR of the lock's counter, which never expires:
-// the fencing token. Renew (compare the value, then PEXPIRE) and Release
-// (compare, then DEL) are one script each. The value carries a random
+// Atomic grant and token. Acquire is one Lua script: SET key value PX ttl
+// of a free key and, in the same script, INCR of the lock's counter, which
+// never expires: the fencing token. Renew (compare the value, then PEXPIRE)
+// and Release (compare, then DEL, or hand over) are one script each. A
+// release with waiters queued hands the lock over in its own script: it
+// grants the first live waiter (a new INCR token, the waiter's value and
+// TTL) and publishes the grant to it, so a handoff is one write; a waiter
+// that gives up ends a grant made to it in the script that takes it out of
+// the queue, and hands the lock on. The value carries a random
 // 128-bit nonce per acquire call, so a renewal or release of an ex-holder,
 // however late it arrives, never extends, creates or deletes another grant's
 // key, not even one with a repeated token. A retried release after a lost
 // reply is harmless: the delete leaves a tombstone for the nonce (TTL +
-// margin), and the retry reports success when the key is gone or the
+// margin) that names the Release call, and the retry (also go-redis's own
+// resend of the script) reports success when the key is gone or the
 // tombstone shows an earlier call deleted it, ErrNotHeld when it finds
 // another grant's key and no tombstone. A lost acquire reply is retried
 // (Acquire) or undone (TryAcquire) by nonce. A call that gives up (its reply lost, a waiter
@@ -39,8 +45,15 @@
 // (CLOCK_BOOTTIME on Linux, which counts suspend). The server runs the script
 // after S, so it cannot expire the key before S + TTL by its own clock; the
 // margin (Config.Margin, default min(max(2s, TTL/50), TTL/4)) absorbs the
-// difference in rate between the two clocks. Valid and ValidUntil read the
-// clock at the call, so they are right even when a timer fires late.
+// difference in rate between the two clocks. A waiter handed the lock by
+// another client's release counts from the send time of its own queue
+// request that the grant read (the grant names it), which came before the
+// grant: never from the message's arrival, which can be late by any amount.
+// Valid and ValidUntil read the clock at the call, so they are right even
+// when a timer fires late. Send times are read from CLOCK_MONOTONIC plus
+// the largest CLOCK_BOOTTIME offset measured so far, which is never ahead
+// of CLOCK_BOOTTIME (after a suspend it lags, which only shortens a
+// validity); validity checks read CLOCK_BOOTTIME itself.
 //
 // Loss. The Client's watchdog renews every RenewInterval (default TTL/3),
 // each call with a deadline. When a renewal finds the key not ours, when no
@@ -61,10 +74,13 @@
 // goroutine ends when that connection does. Close returns ctx.Err()
 // wrapped in that case; a later Close waits for those goroutines again.
 //
-// Queue. Acquire waits in FIFO order; a release publishes the next live
-// waiter's ID, so only that waiter wakes (no retry storm); TryAcquire does
-// not barge past waiters; a waiter that stops refreshing its place for TTL
-// is dropped. Guarded writes inside Redis: Lock.Eval runs a caller's Lua
+// Queue. Acquire waits in FIFO order; a release grants the next live
+// waiter and publishes the grant on its client's channel, so only that
+// waiter wakes (no retry storm) and it holds the lock without a request of
+// its own; TryAcquire does not barge past waiters (it grants the head of a
+// queue it finds behind a free lock); a waiter that stops refreshing its
+// place for TTL is dropped. Renewals are sent as EVAL, so the first one
+// after a restart, a failover or SCRIPT FLUSH costs one round trip. Guarded writes inside Redis: Lock.Eval runs a caller's Lua
 // only while the key holds this grant (compared in the same script);
 // Lock.Watch does the same with WATCH/MULTI/EXEC.
 //
@@ -98,10 +114,12 @@
 //     connection that ran the script, read with WaitTimeout + 10 s; a WAIT
 //     that fails or is cut by a deadline undoes the grant and fails with
 //     ErrNotReplicated (a blocking Acquire's step deadline is CallTimeout +
-//     WaitTimeout). On a Cluster or Ring client it goes in a pipeline read
-//     with the client's ReadTimeout (New requires WaitTimeout below it)
-//     and, without a key, may reach another node: use WAIT with a single
-//     primary or Sentinel.
+//     WaitTimeout). A waiter handed a grant by another client's release
+//     confirms it itself, with a renewal (a write after the grant) and a
+//     WAIT on the renewal's connection. On a Cluster or Ring client the WAIT
+//     goes in a pipeline read with the client's ReadTimeout (New requires
+//     WaitTimeout below it) and, without a key, may reach another node: use
+//     WAIT with a single primary or Sentinel.
 //   - Server clock. Redis stores a key's expiry as an absolute Unix time and
 //     compares it with the server's wall clock. A server whose clock jumps
 //     forward, or runs fast by more than the margin over one TTL, can expire

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -35,7 +36,8 @@ type Lock struct {
 	validUntil      instant
 	err             error // why the lock ended; nil while valid
 	endedAt         instant
-	releaseMaybeRan bool // an earlier Release attempt may have deleted the key
+	releaseMaybeRan bool   // an earlier Release attempt may have deleted the key
+	releaseCalls    uint64 // Release calls so far: the n-th marks the tombstone "r<n>"
 }
 
 // newLock returns the Lock for a grant confirmed by a script sent at sent
@@ -45,7 +47,7 @@ func (c *Client) newLock(ctx context.Context, key string, v value, sent instant,
 	l := &Lock{
 		c: c, key: key, k: newKeys(c.cfg.Prefix, key), nonce: v.nonce, token: v.token, holder: v.holder,
 		done:       make(chan struct{}),
-		validUntil: sent.add(min(pttl, c.cfg.TTL) - c.cfg.Margin),
+		validUntil: sent.Add(min(pttl, c.cfg.TTL) - c.cfg.Margin),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	return l
@@ -90,10 +92,10 @@ func (l *Lock) ValidUntil() time.Time {
 	l.mu.Lock()
 	vu := l.validUntil
 	if l.err != nil {
-		vu = minInstant(vu, l.endedAt)
+		vu = min(vu, l.endedAt)
 	}
 	l.mu.Unlock()
-	return vu.wall()
+	return vu.Wall()
 }
 
 // validAt reports whether the lock is valid at n, ending it if its validity
@@ -122,7 +124,7 @@ func (l *Lock) confirmed(sent instant) {
 		return
 	}
 	l.mu.Lock()
-	if vu := sent.add(l.c.cfg.TTL - l.c.cfg.Margin); l.err == nil && vu > l.validUntil {
+	if vu := sent.Add(l.c.cfg.TTL - l.c.cfg.Margin); l.err == nil && vu > l.validUntil {
 		l.validUntil = vu
 	}
 	l.mu.Unlock()
@@ -131,7 +133,7 @@ func (l *Lock) confirmed(sent instant) {
 // lose ends the lock with cause, unless it has ended already.
 func (l *Lock) lose(cause error) {
 	l.mu.Lock()
-	ended := l.endLocked(cause, now())
+	ended := l.endLocked(cause, sendTime())
 	l.mu.Unlock()
 	if ended {
 		l.finish()
@@ -180,20 +182,26 @@ func (l *Lock) startWatchdog(sent instant) bool {
 		return false
 	}
 	defer l.mu.Unlock()
-	l.start = time.AfterFunc(max(0, sent.add(l.c.cfg.RenewInterval).sub(now())), func() { l.watchdog(sent) })
+	l.start = time.AfterFunc(max(0, sent.Add(l.c.cfg.RenewInterval).Sub(sendTime())), func() { l.watchdog(sent) })
 	return true
 }
 
-// Release ends the lock locally (Done, Context, Valid) and deletes the key
-// with one script that compares the value first, so it never deletes another
-// grant, not even a later one of this Client. It retries a call whose reply
-// was lost (within ctx, and no longer than the key can live); a retry that
-// finds the key gone after such a call reports success, since the key is not
-// ours either way. The delete leaves a tombstone for the grant's nonce
-// (TTL + margin), so a retry that finds another grant's key reports success
-// if an earlier call of this Release deleted ours, and ErrNotHeld if none
-// did (the grant expired and was taken). It returns ErrNotHeld if the key was not this grant's when the first
-// answered call ran (it had expired, or was taken). After another error
+// Release ends the lock locally (Done, Context, Valid) and ends the key's
+// grant with one script that compares the value first, so it never ends
+// another grant, not even a later one of this Client: it hands the lock to
+// the next live waiter in the same script (a new token) or, with nobody
+// queued, deletes the key. It retries a call whose reply was lost (within
+// ctx, and no longer than the key can live); a retry that finds the key
+// gone after such a call reports success, since the key is not ours either
+// way. The delete leaves a tombstone for the grant's nonce (TTL + margin)
+// that names this Release call, so a retry that finds another grant's key
+// reports success if an earlier attempt of this call deleted ours (also
+// when go-redis resent the script itself after its connection broke,
+// which Release cannot see), or, after an earlier Release call whose reply
+// was lost, if that call deleted it; and ErrNotHeld if none did (the grant
+// expired and was taken). It returns ErrNotHeld if the key was not this
+// grant's when the first answered call ran (it had expired, or was taken,
+// or an earlier Release call had released it). After another error
 // Release may be called again.
 //
 // Release returns when ctx ends, also while its call is stuck in go-redis
@@ -204,6 +212,10 @@ func (l *Lock) startWatchdog(sent instant) bool {
 // ErrNotHeld.
 func (l *Lock) Release(ctx context.Context) error {
 	l.lose(ErrReleased)
+	l.mu.Lock()
+	l.releaseCalls++
+	mark := markReleased + strconv.FormatUint(l.releaseCalls, 10)
+	l.mu.Unlock()
 	// The watchdog sees Done closed and returns on its own; Close joins it.
 	var retry *time.Timer // made on the first retry: a release that is answered needs none
 	defer func() {
@@ -211,9 +223,9 @@ func (l *Lock) Release(ctx context.Context) error {
 			retry.Stop()
 		}
 	}()
-	giveUp := now().add(l.c.cfg.TTL + l.c.cfg.Margin)
+	var giveUp instant // set at the first retry: no later than TTL + margin from here
 	for {
-		n, answered, err := l.releaseOnce(ctx)
+		n, answered, err := l.releaseOnce(ctx, mark)
 		l.mu.Lock()
 		maybe := l.releaseMaybeRan
 		if !answered || ambiguous(err) {
@@ -227,8 +239,11 @@ func (l *Lock) Release(ctx context.Context) error {
 			return nil
 		case err == nil:
 			return fmt.Errorf("release %s: %w: token %d", l.key, ErrNotHeld, l.token)
-		case !ambiguous(err) || ctx.Err() != nil || now() > giveUp:
+		case !ambiguous(err) || ctx.Err() != nil || (giveUp != 0 && now() > giveUp):
 			return fmt.Errorf("release %s: %w", l.key, err)
+		}
+		if giveUp == 0 {
+			giveUp = sendTime().Add(l.c.cfg.TTL + l.c.cfg.Margin)
 		}
 		if retry == nil {
 			retry = time.NewTimer(l.c.retryDelay())
@@ -243,17 +258,18 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 }
 
-// releaseOnce runs the release script once, with a deadline of CallTimeout,
-// and waits for it or for ctx; answered is false if ctx ended first (the
-// script may still run).
-func (l *Lock) releaseOnce(ctx context.Context) (n int64, answered bool, err error) {
+// releaseOnce runs the release script once for the Release call whose
+// tombstone mark is mark, with a deadline of CallTimeout, and waits for it
+// or for ctx; answered is false if ctx ended first (the script may still
+// run).
+func (l *Lock) releaseOnce(ctx context.Context, mark string) (n int64, answered bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, l.c.cfg.CallTimeout)
 	var got int64 // written by the call's goroutine; read only once it returned
 	answered, err = l.c.wg.call(ctx, func() error {
 		defer cancel()
 		var err error
-		got, err = releaseScript.Run(cctx, l.c.rdb, []string{l.k.lock, l.k.queue},
-			l.nonce, l.k.waiter, l.k.channel, l.k.gone+l.nonce, l.c.goneMillis(), markReleased).Int64()
+		got, err = releaseScript.Run(cctx, l.c.rdb, []string{l.k.lock, l.k.queue, l.k.token},
+			l.nonce, l.k.waiter, l.k.channel, l.k.gone+l.nonce, l.c.goneMillis(), mark).Int64()
 		return err
 	})
 	if !answered {
@@ -263,12 +279,14 @@ func (l *Lock) releaseOnce(ctx context.Context) (n int64, answered bool, err err
 }
 
 // released decides whether a release script reply n means this grant's
-// key is gone: deleted now, or, after an earlier attempt that may have run
-// (maybeRan), deleted by it (its tombstone says so) or absent. Another
-// grant's key without that tombstone is never success: no release of ours
-// ran, the grant expired and was taken.
+// key is gone: deleted now, or by an earlier attempt of this Release call
+// (its mark is the tombstone's: also a resend by go-redis inside one
+// attempt, which the call cannot see), or, after an earlier attempt that
+// may have run (maybeRan), deleted by another Release call (its tombstone
+// says so) or absent. Another grant's key without a Release's tombstone is
+// never success: no release of ours ran, the grant expired and was taken.
 func released(n int64, maybeRan bool) bool {
-	return n == releaseDeleted || (maybeRan && (n == releaseEarlier || n == releaseAbsent))
+	return n == releaseDeleted || n == releaseThisCall || (maybeRan && (n == releaseEarlier || n == releaseAbsent))
 }
 
 // retryDelay is the pause after a failed call before the next one.

@@ -75,23 +75,7 @@ func TestLostReplyAcquireRetried(t *testing.T) {
 	p, viaProxy := e.proxied()
 	ca := e.locks(viaProxy, redislock.Config{TTL: 10 * time.Second})
 	warmUp(t, ca)
-	p.BlackholeRx(true)
-	type result struct {
-		l   *redislock.Lock
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := ca.Acquire(ctx(t), "k", "a")
-		done <- result{l, err}
-	}()
-	eventually(t, 5*time.Second, "acquire ran on the server", func() bool {
-		n, _ := e.rdb.Get(ctx(t), tokenKey).Int64()
-		return n == 1
-	})
-	time.Sleep(200 * time.Millisecond) // let the unanswered call time out on A's side
-	p.Heal()
-	r := <-done
+	r := acquireAfterLostReply(t, e, p, ca)
 	if r.err != nil {
 		t.Fatalf("Acquire after a lost reply = %v, want the lock", r.err)
 	}
@@ -104,6 +88,33 @@ func TestLostReplyAcquireRetried(t *testing.T) {
 	if err := r.l.Release(ctx(t)); err != nil || errors.Is(err, redislock.ErrNotHeld) {
 		t.Errorf("Release() = %v, want nil", err)
 	}
+}
+
+// acquired is the outcome of an Acquire.
+type acquired struct {
+	l   *redislock.Lock
+	err error
+}
+
+// acquireAfterLostReply runs ca.Acquire of "k" for "a" (a lock that is
+// free) with the replies through p blackholed until the acquire has run
+// on the server, then heals p and returns the Acquire's outcome: the
+// retry's, which finds its own grant by nonce.
+func acquireAfterLostReply(t *testing.T, e *env, p *redistest.Proxy, ca *redislock.Client) acquired {
+	t.Helper()
+	p.BlackholeRx(true)
+	done := make(chan acquired, 1)
+	go func() {
+		l, err := ca.Acquire(ctx(t), "k", "a")
+		done <- acquired{l, err}
+	}()
+	eventually(t, 5*time.Second, "acquire ran on the server", func() bool {
+		n, _ := e.rdb.Get(ctx(t), tokenKey).Int64()
+		return n == 1
+	})
+	time.Sleep(200 * time.Millisecond) // let the unanswered call time out on A's side
+	p.Heal()
+	return <-done
 }
 
 // warmUp runs one acquire, renewal and release on another key, and one

@@ -42,32 +42,41 @@ func (c *Client) undo(ctx context.Context, key, nonce, waiterID string, cause er
 // when it is needed), each attempt bounded by CallTimeout. If the attempt's
 // answer is lost too, a goroutine of the Client retries every TTL/20 until
 // Redis answers, the key must have expired by itself (TTL + margin), or the
-// Client is closed.
+// first Close stops waiting (its ctx ended, or everything else was done):
+// while Close waits, the retries go on within its ctx. An error reply that
+// refused the script for a passing reason (refused: READONLY during a
+// failover, LOADING, BUSY, ...) is retried the same way: the script did not
+// run, and the drop is idempotent. A waiter left queued would be granted
+// the lock by the next release, and everyone behind it would wait a TTL.
 func (c *Client) dropOrphan(ctx context.Context, key, nonce, waiterID string) {
-	if !ambiguous(c.dropByNonce(ctx, key, nonce, waiterID)) {
+	if !retryDrop(c.dropByNonce(ctx, key, nonce, waiterID)) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	select {
+	case <-c.abandoned:
 		return // the key expires after its TTL
+	default:
 	}
-	giveUp := now().add(c.cfg.TTL + c.cfg.Margin)
-	c.wg.goFunc(func() { c.retryDrop(context.WithoutCancel(ctx), key, nonce, waiterID, giveUp) })
+	giveUp := now().Add(c.cfg.TTL + c.cfg.Margin)
+	c.wg.goFunc(func() { c.redrop(context.WithoutCancel(ctx), key, nonce, waiterID, giveUp) })
 }
 
-// retryDrop retries dropByNonce every TTL/20 until Redis answers, giveUp
-// passes or the Client is closed.
-func (c *Client) retryDrop(ctx context.Context, key, nonce, waiterID string, giveUp instant) {
+// retryDrop reports whether a drop that returned err is tried again: its
+// answer was lost (ambiguous), or it was refused for a passing reason.
+func retryDrop(err error) bool { return ambiguous(err) || refused(err) }
+
+// redrop retries dropByNonce every TTL/20 until Redis answers, giveUp
+// passes or Close stops waiting.
+func (c *Client) redrop(ctx context.Context, key, nonce, waiterID string, giveUp instant) {
 	t := time.NewTimer(c.retryDelay())
 	defer t.Stop()
 	for now() < giveUp {
 		select {
-		case <-c.closing:
+		case <-c.abandoned:
 			return
 		case <-t.C:
 		}
-		if !ambiguous(c.dropByNonce(ctx, key, nonce, waiterID)) {
+		if !retryDrop(c.dropByNonce(ctx, key, nonce, waiterID)) {
 			return
 		}
 		t.Reset(c.retryDelay())
@@ -85,6 +94,6 @@ func (c *Client) dropByNonce(ctx context.Context, key, nonce, waiterID string) e
 	k := newKeys(c.cfg.Prefix, key)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
 	defer cancel()
-	return dropScript.Eval(cctx, c.rdb, []string{k.lock, k.queue},
+	return dropScript.Eval(cctx, c.rdb, []string{k.lock, k.queue, k.token},
 		nonce, waiterID, k.waiter, k.channel, k.gone+nonce, c.goneMillis()).Err()
 }

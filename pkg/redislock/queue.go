@@ -5,21 +5,24 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Acquire takes the lock named key for holder, waiting while it is held.
 // Waiters are served in order of arrival: each joins the lock's queue in the
-// acquire script, and a release (or a waiter that gives up) publishes the
-// next live waiter's ID on its client's channel, so only that waiter wakes
-// and the others stay asleep (no retry storm). A waiter also looks again when
-// the key's PTTL runs out (a holder that died), and at least every
-// RenewInterval, which keeps its place alive: a waiter that stops looking for
-// TTL loses its place. A lost reply is retried with the same nonce, which the
-// script recognises as its own grant. When ctx ends, the waiter leaves the
-// queue, deletes a key an unanswered call may have set, and returns
-// context.Cause(ctx).
+// acquire script, and a release (or a waiter that gives up) hands the lock
+// to the next live waiter in its own script, with a new token, and
+// publishes the grant on that waiter's channel: only that waiter wakes, and
+// it holds the lock without another round trip (grant.go says from which
+// send time its validity counts). A waiter also looks again when the key's
+// PTTL runs out (a holder that died), and at least every RenewInterval,
+// which keeps its place alive: a waiter that stops looking for TTL loses
+// its place. A lost reply is retried with the same nonce, which the script
+// recognises as its own grant, and so is an error reply that refused the
+// script for a passing reason (READONLY during a failover, LOADING, BUSY,
+// OOM, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOREPLICAS); another error reply
+// ends the call. When ctx ends, the waiter leaves the queue,
+// ends a grant made to it that it did not take (handing the lock on), and
+// returns context.Cause(ctx).
 func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error) {
 	if err := c.prepare(key, holder); err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", key, err)
@@ -31,6 +34,7 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 	}
 	defer c.unlisten(id)
 	nonce := newNonce()
+	var asks askLog
 	var timer *time.Timer // made on the first wait: an uncontended acquire needs none
 	defer func() {
 		if timer != nil {
@@ -39,7 +43,7 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 	}()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
-		l, o, err := c.grab(cctx, key, holder, nonce, id)
+		l, o, err := c.grab(cctx, key, holder, nonce, id, &asks)
 		cancel()
 		if l != nil {
 			return l, nil
@@ -47,6 +51,10 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 		wait := o.wait(c.cfg.RenewInterval)
 		switch {
 		case err == nil:
+		case refused(err):
+			// READONLY during a failover, LOADING, BUSY, ...: the script did
+			// not run; the server may take it in a moment.
+			wait = c.retryDelay()
 		case !ambiguous(err):
 			// An error reply from Redis, or a grant that grab deleted again
 			// (not replicated, an unreadable reply, closed): retrying would
@@ -68,76 +76,27 @@ func (c *Client) Acquire(ctx context.Context, key, holder string) (*Lock, error)
 		case <-c.closing:
 			c.leave(ctx, key, id, nonce)
 			return nil, fmt.Errorf("acquire %s: %w", key, ErrClosed)
-		case <-wake:
+		case msg := <-wake:
+			l, err := c.takeHandoff(ctx, key, id, nonce, msg, &asks)
+			if l != nil {
+				return l, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("acquire %s: %w", key, err)
+			}
+			// A wake-up, or a grant it cannot count from: look again now.
 		case <-timer.C:
 		}
 	}
 }
 
-// leave takes a waiter that gives up out of the queue (waking the next one
-// if the lock is free), deletes a key that an unanswered call may have
-// granted it and sets its nonce's tombstone, in one script, so that a
-// request of this waiter still in the network neither queues nor grants
-// when it lands. It runs even though ctx has ended, bounded by CallTimeout,
-// and is retried in the background while Redis does not answer.
+// leave takes a waiter that gives up out of the queue, ends a grant made
+// to it (by an unanswered call of its own, or by a release racing its
+// exit), hands a free lock to the next live waiter and sets its nonce's
+// tombstone, in one script, so that a request of this waiter still in the
+// network neither queues nor grants when it lands. It runs even though ctx
+// has ended, bounded by CallTimeout, and is retried in the background while
+// Redis does not answer.
 func (c *Client) leave(ctx context.Context, key, id, nonce string) {
 	c.dropOrphan(ctx, key, nonce, id)
-}
-
-// listen registers waiter id for wake messages, subscribing the client's
-// channel on first use.
-func (c *Client) listen(ctx context.Context, id string) (<-chan struct{}, error) {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
-	c.mu.Lock()
-	closed, ps := c.closed, c.ps
-	c.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if ps == nil {
-		ps = c.rdb.Subscribe(ctx, c.cfg.Prefix+":wake:"+c.id)
-		if _, err := ps.Receive(ctx); err != nil {
-			_ = ps.Close()
-			return nil, fmt.Errorf("subscribe wake channel: %w", err)
-		}
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			_ = ps.Close()
-			return nil, ErrClosed
-		}
-		c.ps = ps
-		c.wg.add()
-		c.mu.Unlock()
-		go c.dispatch(ps.Channel())
-	}
-	w := make(chan struct{}, 1)
-	c.mu.Lock()
-	c.waiters[id] = w
-	c.mu.Unlock()
-	return w, nil
-}
-
-func (c *Client) unlisten(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.waiters, id)
-}
-
-// dispatch hands each wake message to the waiter it names, until the
-// subscription is closed (Close).
-func (c *Client) dispatch(ch <-chan *redis.Message) {
-	defer c.wg.done()
-	for m := range ch {
-		c.mu.Lock()
-		w := c.waiters[m.Payload]
-		c.mu.Unlock()
-		if w != nil {
-			select {
-			case w <- struct{}{}:
-			default: // already signalled
-			}
-		}
-	}
 }

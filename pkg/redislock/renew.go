@@ -32,7 +32,7 @@ func (l *Lock) watchdog(last instant) {
 	defer l.c.untrack(l)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	renewAt := last.add(l.c.cfg.RenewInterval)
+	renewAt := last.Add(l.c.cfg.RenewInterval)
 	var inflight chan renewal // nil while no call is out
 	defer l.dropExpired()
 	for {
@@ -40,9 +40,9 @@ func (l *Lock) watchdog(last instant) {
 		next := l.validUntil
 		l.mu.Unlock()
 		if inflight == nil {
-			next = minInstant(next, renewAt)
+			next = min(next, renewAt)
 		}
-		timer.Reset(max(0, next.sub(now())))
+		timer.Reset(max(0, next.Sub(now())))
 		select {
 		case <-l.done:
 			return
@@ -51,14 +51,14 @@ func (l *Lock) watchdog(last instant) {
 			switch {
 			case r.err == nil && r.ours:
 				l.confirmed(r.sent) // a lock that has ended stays ended
-				renewAt = r.sent.add(l.c.cfg.RenewInterval)
+				renewAt = r.sent.Add(l.c.cfg.RenewInterval)
 			case r.err == nil:
 				l.lose(fmt.Errorf("renew %s: %w: token %d", l.key, ErrNotHeld, l.token))
 				return
 			default:
 				// Timeout, broken connection, a replica answering READONLY
 				// during a failover: try again soon.
-				renewAt = now().add(l.c.retryDelay())
+				renewAt = now().Add(l.c.retryDelay())
 			}
 		case <-timer.C:
 		}
@@ -69,7 +69,7 @@ func (l *Lock) watchdog(last instant) {
 			out := make(chan renewal, 1)
 			inflight = out
 			l.c.wg.goFunc(func() {
-				sent := now()
+				sent := sendTime()
 				ours, err := l.renewOnce(sent)
 				out <- renewal{sent: sent, ours: ours, err: err}
 			})
@@ -109,14 +109,18 @@ func (l *Lock) dropExpired() {
 }
 
 // renewOnce sends one renewal with a deadline of CallTimeout, never past the
-// lock's validity: an answer after that is too late to matter.
+// lock's validity: an answer after that is too late to matter. It sends the
+// script's body (EVAL), not its hash: after a restart, a failover or SCRIPT
+// FLUSH, EVALSHA would meet NOSCRIPT and the renewal would cost a second
+// round trip (EVAL), which on a slow link can lose a lock the client could
+// have kept. The body is short, and a renewal runs once per RenewInterval.
 func (l *Lock) renewOnce(sent instant) (bool, error) {
 	l.mu.Lock()
-	left := l.validUntil.sub(sent)
+	left := l.validUntil.Sub(sent)
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.ctx, min(l.c.cfg.CallTimeout, left))
 	defer cancel()
-	n, err := renewScript.Run(ctx, l.c.rdb, []string{l.k.lock}, l.nonce, l.c.ttlMillis()).Int64()
+	n, err := renewScript.Eval(ctx, l.c.rdb, []string{l.k.lock}, l.nonce, l.c.ttlMillis()).Int64()
 	if err != nil {
 		return false, err
 	}

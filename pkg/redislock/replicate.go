@@ -66,6 +66,47 @@ func (c *Client) runAcquirePipelined(ctx context.Context, ks []string, args ...a
 	return res, acked, waitErr, nil
 }
 
+// renewReplicated confirms a grant that another client's script wrote to
+// this waiter (a handoff): WAIT counts the writes of its own connection,
+// which wrote nothing of the grant, so it renews the key (a write after
+// the grant in the replication stream) and WAITs on the renewal's
+// connection (in one pipeline on a Cluster or Ring client). renewed is
+// false when the key is no longer this nonce's; err is an
+// ErrNotReplicated when fewer than WaitReplicas replicas confirmed, or the
+// renewal's own error.
+func (c *Client) renewReplicated(ctx context.Context, key, nonce string) (renewed bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+	defer cancel()
+	ks, args := []string{newKeys(c.cfg.Prefix, key).lock}, []any{nonce, c.ttlMillis()}
+	var n, acked int64
+	var waitErr error
+	if cc, ok := c.rdb.(connector); ok {
+		conn := cc.Conn()
+		defer func() { _ = conn.Close() }()
+		if n, err = renewScript.Eval(cctx, conn, ks, args...).Int64(); err != nil || n != 1 {
+			return false, err
+		}
+		acked, waitErr = conn.Wait(cctx, c.cfg.WaitReplicas, c.cfg.WaitTimeout).Result()
+	} else {
+		pipe := c.rdb.Pipeline()
+		cmd := renewScript.Eval(cctx, pipe, ks, args...)
+		wait := pipe.Do(cctx, "WAIT", c.cfg.WaitReplicas, c.cfg.WaitTimeout.Milliseconds())
+		_, _ = pipe.Exec(cctx)
+		if n, err = cmd.Int64(); err != nil {
+			decoded, ok := cmd.Val().(int64) // the WAIT's error, stamped on the decoded reply too
+			if !ok {
+				return false, err
+			}
+			n = decoded
+		}
+		if n != 1 {
+			return false, nil
+		}
+		acked, waitErr = wait.Int64()
+	}
+	return true, replicated(c.cfg.WaitReplicas, acked, waitErr, c.cfg.WaitTimeout)
+}
+
 // grants reports whether an acquire script reply is a grant (without
 // decoding the rest: grab does that).
 func grants(res []any) bool {

@@ -41,6 +41,7 @@ var measurementList = []struct {
 	{"uncontended", 1, true, true},
 	{"shared8", 8, true, false},
 	{"shared32", 32, true, false},
+	{floorRun, 1, true, false},
 	{"distinct1", 1, false, false},
 	{"distinct8", 8, false, false},
 	{"distinct32", 32, false, false},
@@ -113,7 +114,12 @@ func newBench(ctx context.Context, o options, n int) (*bench, error) {
 	return b, nil
 }
 
-func (b *bench) engines() []engine {
+// engines returns the engines that run measurement m: both locks, or, for
+// the floor, the bare put loop alone.
+func (b *bench) engines(m string) []engine {
+	if m == floorRun {
+		return []engine{floorEngine{}}
+	}
 	return []engine{lockwardenEngine{ttl: b.o.ttl}, mutexEngine{ttl: b.o.ttl}}
 }
 

@@ -121,3 +121,35 @@ func (c *mutexContender) close(context.Context) error {
 	}
 	return nil
 }
+
+// floorRun names the floor measurement: one client's bare put loop.
+const floorRun = "floor"
+
+// floorEngine is no lock: each "acquire" is one put of a small key, each
+// "release" nothing. A handoff needs at least one durable write (the release
+// that names the next owner), so its loop of puts, each sent after the
+// previous one's answer, is the ceiling of any lock's handoffs per second on
+// this etcd.
+type floorEngine struct{}
+
+func (floorEngine) name() string { return floorName }
+
+func (floorEngine) newContender(_ context.Context, cli *clientv3.Client, prefix, key string, _ int) (contender, error) {
+	return &floorContender{cli: cli, key: prefix + "/" + key}, nil
+}
+
+type floorContender struct {
+	cli *clientv3.Client
+	key string
+}
+
+func (c *floorContender) acquire(ctx context.Context) error {
+	if _, err := c.cli.Put(ctx, c.key, "x"); err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	return nil
+}
+
+func (*floorContender) release(context.Context) error { return nil }
+
+func (*floorContender) close(context.Context) error { return nil }

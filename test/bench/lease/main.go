@@ -12,7 +12,10 @@
 //     Unlock, the next holder when its Acquire or Lock returns) and fairness
 //     (fewest / most cycles completed by one contender, in the least fair
 //     round);
-//   - cycles per second on distinct keys (one per contender) at 1, 8 and 32.
+//   - cycles per second on distinct keys (one per contender) at 1, 8 and 32;
+//   - the one-write floor of a handoff: a bare loop of fsync'd etcd puts from
+//     one client, each sent when the previous one returned, measured in the
+//     same run (no lock can hand over faster than one durable write).
 //
 // Each measurement is split into rounds, the engines alternating which runs
 // first, so that a noisy machine's drift in disk and CPU speed hits both
@@ -24,8 +27,13 @@
 // ends with one line
 //
 //	summary: shared8_cycles_ratio=<ours/mutex> handoff_p99_ratio=<ours/mutex> fairness=<min/max>
+//	  shared32_cycles_ratio=<ours/mutex> distinct1_ratio=<ours/mutex> distinct8_ratio=<ours/mutex>
+//	  distinct32_ratio=<ours/mutex> floor_fraction32=<ours/floor>
 //
-// where fairness is lockwarden's on the shared key with 8 contenders. It
+// (one line), where fairness is lockwarden's on the shared key with 8
+// contenders, the ratios are cycles/s (handoff_p99_ratio: the handoff's p99
+// latency, 8 contenders), and floor_fraction32 is lockwarden's cycles/s on
+// the shared key with 32 contenders over the floor's puts/s. It
 // exits non-zero, with a message, on any error, including two contenders
 // holding one key at once.
 package main
@@ -173,7 +181,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 		}
 		acc := map[string]*result{}
 		for round := range o.rounds {
-			engines := b.engines()
+			engines := b.engines(m.name)
 			if round%2 == 1 {
 				slices.Reverse(engines)
 			}
@@ -195,7 +203,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 				}
 			}
 		}
-		for _, eng := range b.engines() {
+		for _, eng := range b.engines(m.name) {
 			fmt.Fprintf(progress, "%-11s %-10s %s\n", m.name, eng.name(), acc[eng.name()].brief())
 		}
 		rep.results[m.name] = acc

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -40,6 +41,7 @@ type engine struct {
 	// newContender returns a contender with its own client state.
 	newContender func(ttl time.Duration) (contender, error)
 	requests     atomic.Int64 // client requests sent (each a round trip unless pipelined)
+	stalls       atomic.Int64 // acquires abandoned after stallAfter without a grant and tried again
 }
 
 // counter is a go-redis hook counting requests: a command or a pipeline.
@@ -89,7 +91,7 @@ func engines(addr string) []*engine {
 	}
 	es = append(es, r)
 
-	q := &engine{name: "rueidis rueidislock", version: "v1.0.79 (KeyMajority 1, NoLoopTracking)",
+	q := &engine{name: "rueidis rueidislock", version: "v1.0.79 (KeyMajority 1, NoLoopTracking, TryNextAfter 1s)",
 		renewal: "built in, every KeyValidity/2", validity: "context cancelled when an extension fails or KeyValidity passes"}
 	q.newContender = func(ttl time.Duration) (contender, error) {
 		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
@@ -98,11 +100,12 @@ func engines(addr string) []*engine {
 			KeyMajority:    1,
 			KeyValidity:    ttl,
 			NoLoopTracking: true,
+			TryNextAfter:   time.Second,
 		})
 		if err != nil {
 			return nil, err
 		}
-		return &rueidisC{l: l}, nil
+		return &rueidisC{l: l, stalls: &q.stalls}, nil
 	}
 	es = append(es, q)
 	return es
@@ -185,14 +188,42 @@ func (r *redsyncC) lock(ctx context.Context, key string) (func(context.Context) 
 
 func (r *redsyncC) close() { _ = r.rdb.Close() }
 
-type rueidisC struct{ l rueidislock.Locker }
+// stallAfter is how long a rueidislock acquire may wait before the benchmark
+// abandons it and tries again. rueidislock's waiter sleeps until a
+// client-side-caching invalidation of the key, with no timeout: when its
+// acquire script's reply is late (TryNextAfter, 20 ms by default, on a loaded
+// machine) or the invalidation is missed, it waits forever, and a run of
+// make bench-redis hung in its uncontended loop. The retries are counted and
+// reported (stalls).
+const stallAfter = 2 * time.Second
+
+type rueidisC struct {
+	l      rueidislock.Locker
+	stalls *atomic.Int64
+}
 
 func (q *rueidisC) lock(ctx context.Context, key string) (func(context.Context) error, error) {
-	_, cancel, err := q.l.WithContext(ctx, key)
-	if err != nil {
-		return nil, err
+	for {
+		// A cancel, not a deadline: rueidislock shortens the lock's validity
+		// to a deadline of the ctx it is given.
+		cctx, stop := context.WithCancel(ctx)
+		stalled := time.AfterFunc(stallAfter, stop)
+		_, cancel, err := q.l.WithContext(cctx, key)
+		if stalled.Stop() && err == nil {
+			return func(context.Context) error { cancel(); stop(); return nil }, nil
+		}
+		if err == nil {
+			cancel() // granted just as the stall timer cancelled it
+		}
+		stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, context.Canceled) && err != nil {
+			return nil, err
+		}
+		q.stalls.Add(1)
 	}
-	return func(context.Context) error { cancel(); return nil }, nil
 }
 
 func (q *rueidisC) close() { q.l.Close() }

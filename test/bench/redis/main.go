@@ -25,11 +25,12 @@ type config struct {
 	renewTTL    time.Duration
 	renewFor    time.Duration
 	lockTTL     time.Duration
+	floorFor    time.Duration
 }
 
 func main() {
 	var cfg config
-	flag.IntVar(&cfg.uncontended, "uncontended", 2000, "uncontended acquire+release cycles per engine")
+	flag.IntVar(&cfg.uncontended, "uncontended", 6000, "uncontended acquire+release cycles per engine (a p50 of 0.1 ms moves by its noise below a few thousand)")
 	flag.DurationVar(&cfg.hold, "hold", 2*time.Millisecond, "hold time of each contended cycle")
 	flag.DurationVar(&cfg.contendFor, "contend-for", 5*time.Second, "duration of each shared-key run")
 	flag.DurationVar(&cfg.distinctFor, "distinct-for", 3*time.Second, "duration of the distinct-keys run")
@@ -37,6 +38,7 @@ func main() {
 	flag.DurationVar(&cfg.renewTTL, "renew-ttl", 3*time.Second, "lock TTL during the renewal-cost run")
 	flag.DurationVar(&cfg.renewFor, "renew-for", 9*time.Second, "duration of the renewal-cost run (split over the rounds)")
 	flag.DurationVar(&cfg.lockTTL, "ttl", 10*time.Second, "lock TTL in the acquire/release runs")
+	flag.DurationVar(&cfg.floorFor, "floor-for", 3*time.Second, "duration of each bare SET/DEL floor measurement (split over the rounds)")
 	flag.Parse()
 	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-redis:", err)
@@ -65,13 +67,18 @@ func run(ctx context.Context, cfg config) error {
 	rep.redisVersion = redisVersion(ctx, admin)
 	es := engines(srv.Addr())
 	for _, e := range es {
-		rep.results = append(rep.results, &result{e: e, shared: map[int]contended{}, sharedCount: map[int]counts{}})
+		rep.results = append(rep.results, &result{e: e, shared: map[row]contended{}, sharedCount: map[row]counts{}})
 	}
 	// Every scenario runs in rounds, the engines in a rotated order each
 	// round, so that a burst of load from the rest of the machine does not
 	// land on one engine only; each engine's rounds are added up.
 	for _, sc := range scenarios(cfg) {
 		for round := range rounds {
+			if sc.floor {
+				if err := rep.measureFloor(ctx, srv.Addr(), cfg.floorFor/rounds); err != nil {
+					return fmt.Errorf("floor: %w", err)
+				}
+			}
 			for k := range es {
 				i := (k + round) % len(es)
 				if err := sc.run(ctx, admin, rep.results[i], i, cfg); err != nil {
@@ -111,8 +118,8 @@ type result struct {
 	e           *engine
 	unc         []time.Duration
 	uncCounts   counts
-	shared      map[int]contended
-	sharedCount map[int]counts
+	shared      map[row]contended
+	sharedCount map[row]counts
 	distinct    contended
 	renewCounts counts
 	renewFor    time.Duration
@@ -120,16 +127,30 @@ type result struct {
 
 // scenario is one row group of the report, run for one engine per call.
 type scenario struct {
-	name string
-	run  func(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error
+	name  string
+	run   func(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error
+	floor bool // measure the bare SET/DEL floor at the start of each round
+}
+
+// row is one shared-key row: contenders on one key, each holding it for hold.
+type row struct {
+	n    int
+	hold time.Duration
+}
+
+// sharedRows are the shared-key rows: the configured hold, which bounds
+// every engine at about 1/(hold + handoff) and so shows fairness, and hold 0,
+// where the handoff is the whole cycle.
+func sharedRows(cfg config) []row {
+	return []row{{8, cfg.hold}, {32, cfg.hold}, {8, 0}, {32, 0}}
 }
 
 func scenarios(cfg config) []scenario {
 	sc := []scenario{{name: "uncontended", run: runUncontended}}
-	for _, n := range []int{8, 32} {
-		sc = append(sc, scenario{name: fmt.Sprintf("shared key, %d contenders", n),
+	for _, rw := range sharedRows(cfg) {
+		sc = append(sc, scenario{name: fmt.Sprintf("shared key, %d contenders, hold %v", rw.n, rw.hold), floor: rw.hold == 0,
 			run: func(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config) error {
-				return runShared(ctx, admin, r, idx, cfg, n)
+				return runShared(ctx, admin, r, idx, cfg, rw)
 			}})
 	}
 	return append(sc, scenario{name: "distinct keys", run: runDistinct}, scenario{name: "renewal cost", run: runRenewal})
@@ -154,8 +175,8 @@ func runUncontended(ctx context.Context, admin *redis.Client, r *result, idx int
 	return err
 }
 
-func runShared(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config, n int) error {
-	cs, err := contenders(r.e, n, cfg.lockTTL)
+func runShared(ctx context.Context, admin *redis.Client, r *result, idx int, cfg config, rw row) error {
+	cs, err := contenders(r.e, rw.n, cfg.lockTTL)
 	if err != nil {
 		return err
 	}
@@ -163,11 +184,12 @@ func runShared(ctx context.Context, admin *redis.Client, r *result, idx int, cfg
 	var res contended
 	k, err := measureCounts(ctx, admin, r.e, func() error {
 		var err error
-		res, err = contend(ctx, cs, func(int) string { return fmt.Sprintf("bench%d:shared%d", idx, n) }, cfg.hold, cfg.contendFor/rounds)
+		key := fmt.Sprintf("bench%d:shared%d-%v", idx, rw.n, rw.hold)
+		res, err = contend(ctx, cs, func(int) string { return key }, rw.hold, cfg.contendFor/rounds)
 		return err
 	})
-	r.shared[n] = r.shared[n].add(res)
-	r.sharedCount[n] = r.sharedCount[n].add(k)
+	r.shared[rw] = r.shared[rw].add(res)
+	r.sharedCount[rw] = r.sharedCount[rw].add(k)
 	return err
 }
 

@@ -112,3 +112,32 @@ func check(h history, margin time.Duration) verdict {
 	}
 	return v
 }
+
+// stalls reports each gap of more than limit between the end of one grant's
+// interval and the start of the next grant, outside the excused windows
+// ([from, to] on the same clock): a lock that stood still that long with
+// waiters queued was held by no one, a grant left to a waiter that had
+// gone. The gaps are measured over all grants in start order.
+func stalls(h history, excused [][2]int64, limit time.Duration) []string {
+	gs := append([]grant(nil), h.grants...)
+	sort.Slice(gs, func(i, j int) bool { return gs[i].start < gs[j].start })
+	var out []string
+	end := int64(0)
+	for i, g := range gs {
+		if i > 0 && time.Duration(g.start-end) > limit && !within(excused, end, g.start) {
+			out = append(out, fmt.Sprintf("stall: no grant for %v before %s (token %d)", time.Duration(g.start-end), g.holder, g.token))
+		}
+		end = max(end, g.end)
+	}
+	return out
+}
+
+// within reports whether [from, to] overlaps one of the windows.
+func within(windows [][2]int64, from, to int64) bool {
+	for _, w := range windows {
+		if from <= w[1] && to >= w[0] {
+			return true
+		}
+	}
+	return false
+}

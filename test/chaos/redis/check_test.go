@@ -53,3 +53,21 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestStalls(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	h := history{grants: []grant{
+		{"a", 1, 0, 100 * ms}, {"b", 2, 110 * ms, 200 * ms}, // 10 ms: a handoff
+		{"c", 3, 900 * ms, 1000 * ms},                                  // 700 ms: a stall
+		{"d", 4, 1010 * ms, 3000 * ms}, {"e", 5, 1020 * ms, 1100 * ms}, // overlapping intervals: no gap
+		{"f", 6, 3050 * ms, 3100 * ms},
+		{"g", 7, 5000 * ms, 5100 * ms}, // 1900 ms, inside a pause window
+	}}
+	got := stalls(h, [][2]int64{{3500 * ms, 4000 * ms}}, 500*time.Millisecond)
+	if len(got) != 1 || !strings.Contains(got[0], "700ms before c (token 3)") {
+		t.Errorf("stalls = %q, want one, of 700ms before c", got)
+	}
+	if got := stalls(h, nil, 500*time.Millisecond); len(got) != 2 {
+		t.Errorf("stalls without excuses = %q, want two", got)
+	}
+}

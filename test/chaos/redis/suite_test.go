@@ -3,6 +3,7 @@ package redischaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -34,33 +35,42 @@ type run struct {
 	srv     *redistest.Server
 	proxies []*redistest.Proxy
 	lg      *ledger
+	ctx     context.Context // the workers' context, ended by stop
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
 func startRun(t *testing.T, p redistest.Persistence) *run {
 	r := &run{t: t, srv: redistest.Start(t, redistest.Config{Persistence: p}), lg: &ledger{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	for i := range 3 {
 		px := redistest.StartProxy(t, r.srv.Addr())
 		r.proxies = append(r.proxies, px)
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, ReadTimeout: 500 * time.Millisecond})
-		c, err := redislock.New(rdb, redislock.Config{TTL: ttl, Margin: margin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			work(ctx, c, fmt.Sprintf("w%d", i), r.lg)
-			cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer ccancel()
-			_ = c.Close(cctx)
-			_ = rdb.Close()
-		}()
+		r.addWorker(px.Addr(), fmt.Sprintf("w%d", i), nil)
 	}
 	return r
+}
+
+// addWorker starts an in-process worker with its own client of addr; with
+// patience, each of its Acquires gives up after patience() (workWith).
+func (r *run) addWorker(addr, name string, patience func() time.Duration) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 500 * time.Millisecond})
+	c, err := redislock.New(rdb, redislock.Config{TTL: ttl, Margin: margin})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if patience == nil {
+		patience = func() time.Duration { return 0 }
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		workWith(r.ctx, c, name, r.lg, patience)
+		cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer ccancel()
+		_ = c.Close(cctx)
+		_ = rdb.Close()
+	}()
 }
 
 // stop ends the workers and checks the history.
@@ -94,27 +104,9 @@ func (r *run) stop() (history, verdict) {
 // tokens and the fence refuses it.
 func TestClientPause(t *testing.T) {
 	r := startRun(t, redistest.None)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+r.srv.Addr())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{}, 1)
-	readErr := make(chan error, 1)
-	go func() { readErr <- readChild(stdout, r.lg, ready) }()
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT); _ = cmd.Process.Kill() })
-
+	ch := startChild(t, r)
+	pid := ch.pid
+	ready := ch.ready
 	time.Sleep(phase) // normal contention first
 	var pausedAt int64
 	for range 2 {
@@ -130,13 +122,7 @@ func TestClientPause(t *testing.T) {
 		time.Sleep(phase / 2)
 	}
 	time.Sleep(phase / 2)
-	_ = stdin.Close()
-	if err := <-readErr; err != nil {
-		t.Error(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("child: %v", err)
-	}
+	ch.finish()
 	h, _ := r.stop()
 	refusedLate := 0
 	for _, w := range h.writes {
@@ -147,6 +133,53 @@ func TestClientPause(t *testing.T) {
 	t.Logf("writes of the paused child refused by the fence after it resumed: %d", refusedLate)
 	if refusedLate == 0 {
 		t.Error("no write of the paused child was refused: the pause did not put a stale write before the fence")
+	}
+}
+
+// childProc is a worker in its own process (the test binary with childEnv
+// set), so that the suite can stop it with SIGSTOP.
+type childProc struct {
+	t      *testing.T
+	pid    int
+	ready  chan struct{} // it is about to write
+	asking chan struct{} // it is about to call Acquire
+	stdin  io.Closer
+	read   chan error
+	cmd    *exec.Cmd
+}
+
+// startChild starts a child worker on r's server, recording into r's ledger.
+func startChild(t *testing.T, r *run) *childProc {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+r.srv.Addr())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ch := &childProc{t: t, pid: cmd.Process.Pid, ready: make(chan struct{}, 1), asking: make(chan struct{}, 1),
+		stdin: stdin, read: make(chan error, 1), cmd: cmd}
+	go func() { ch.read <- readChild(stdout, r.lg, ch.ready, ch.asking) }()
+	t.Cleanup(func() { _ = syscall.Kill(ch.pid, syscall.SIGCONT); _ = cmd.Process.Kill() })
+	return ch
+}
+
+// finish ends the child's work (its stdin closes) and waits for it.
+func (ch *childProc) finish() {
+	_ = ch.stdin.Close()
+	if err := <-ch.read; err != nil {
+		ch.t.Error(err)
+	}
+	if err := ch.cmd.Wait(); err != nil {
+		ch.t.Errorf("child: %v", err)
 	}
 }
 

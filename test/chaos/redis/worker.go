@@ -42,15 +42,32 @@ func monoOf(t time.Time) int64 { return mono() + int64(time.Until(t)) }
 type sink interface {
 	grant(g grant)
 	write(holder string, token int64)
-	ready() // about to write: the instant a pause hurts most
+	ready()  // about to write: the instant a pause hurts most
+	asking() // about to call Acquire: a pause then lands while it waits
 }
 
 // work contends for the lock until ctx ends: acquire, then up to holdWrites
 // writes while Valid(), then release. A write is sent after its Valid()
 // check; a pause between the two is what the fence is for.
 func work(ctx context.Context, c *redislock.Client, name string, s sink) {
+	workWith(ctx, c, name, s, func() time.Duration { return 0 })
+}
+
+// workWith is work whose every Acquire gives up after patience() (0: never),
+// as a caller with a deadline does: its exit races the handoff that may be
+// granting it the lock at that moment.
+func workWith(ctx context.Context, c *redislock.Client, name string, s sink, patience func() time.Duration) {
 	for ctx.Err() == nil {
-		l, err := c.Acquire(ctx, lockName, name)
+		s.asking()
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if d := patience(); d > 0 {
+			actx, cancel = context.WithTimeout(ctx, d)
+		}
+		l, err := c.Acquire(actx, lockName, name)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			continue // gave up waiting: ask again
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				time.Sleep(writeEvery) // Redis down: try again
@@ -99,7 +116,8 @@ func (lg *ledger) write(holder string, token int64) {
 	lg.h.writes = append(lg.h.writes, write{holder: holder, token: token, at: mono(), accepted: err == nil})
 }
 
-func (lg *ledger) ready() {}
+func (lg *ledger) ready()  {}
+func (lg *ledger) asking() {}
 
 func (lg *ledger) forget() {
 	lg.mu.Lock()
@@ -115,7 +133,8 @@ func (lg *ledger) history() history {
 }
 
 // Child process: the test binary run with childEnv set to a redis address
-// works through stdout: "G holder token start end", "W holder token", "R".
+// works through stdout: "G holder token start end", "W holder token", "R",
+// "Q" (about to call Acquire).
 const childEnv = "REDISCHAOS_CHILD"
 
 type lineSink struct {
@@ -138,6 +157,9 @@ func (s *lineSink) write(holder string, token int64) { s.printf("W %s %d", holde
 // stop the process right there.
 func (s *lineSink) ready() { s.printf("R"); time.Sleep(20 * time.Millisecond) }
 
+// asking announces an Acquire.
+func (s *lineSink) asking() { s.printf("Q") }
+
 // child is the body of the child process; it works until stdin closes.
 func child() int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(childEnv), MaxRetries: -1, ReadTimeout: 500 * time.Millisecond})
@@ -156,15 +178,20 @@ func child() int {
 	return 0
 }
 
-// readChild feeds a child's lines into lg, signalling each "R" on ready.
-func readChild(r io.Reader, lg *ledger, ready chan<- struct{}) error {
+// readChild feeds a child's lines into lg, signalling each "R" on ready
+// and each "Q" on asking.
+func readChild(r io.Reader, lg *ledger, ready, asking chan<- struct{}) error {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
-		case len(f) == 1 && f[0] == "R":
+		case len(f) == 1 && (f[0] == "R" || f[0] == "Q"):
+			ch := ready
+			if f[0] == "Q" {
+				ch = asking
+			}
 			select {
-			case ready <- struct{}{}:
+			case ch <- struct{}{}:
 			default:
 			}
 		case len(f) == 3 && f[0] == "W":
