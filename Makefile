@@ -20,7 +20,10 @@ GOLANGCI_LINT  := $(BIN)/golangci-lint
 HELM           := $(BIN)/helm
 HELM_MOD       := $(TOOLS_DIR)/helm/go.mod $(TOOLS_DIR)/helm/go.sum
 
-IMG        ?= lockwarden:dev
+# The manager's image. A bare name (lockwarden:dev) would resolve to docker.io/library/lockwarden,
+# someone else's image: `localhost/` names a local build that is never pulled from a registry.
+# config/manager/manager.yaml and the chart's values name the same (make verify checks it).
+IMG        ?= localhost/lockwarden:dev
 # The manager's `--version`: set by `make build` and `make image`; a plain go build says "dev".
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 VERSION_LDFLAGS := -X main.version=$(VERSION)
@@ -61,7 +64,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Fail on stale generated files, gofmt, vet, lint, untidy modules or a broken package boundary.
+verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(HELM) ## Fail on stale generated files, gofmt, vet, lint, untidy modules, a broken package boundary, a chart that renders other objects than config/, or manifests that name another image than make image builds.
 	hack/verify-generated.sh "$(MAKE)"
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); \
 		if [ -n "$$out" ]; then echo "gofmt needed (run make fmt):"; echo "$$out"; exit 1; fi
@@ -72,6 +75,8 @@ verify: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Fail on stale generated files, gof
 	go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	cd $(TOOLS_DIR) && { go mod tidy -diff || { echo "hack/tools is not tidy: run go mod tidy there"; exit 1; }; }
 	hack/check-boundaries.sh
+	go test -count=1 -run '^TestHelmChart' ./cmd/lockwarden/
+	@grep -q '^ *image: $(IMG)$$' config/manager/manager.yaml || { echo "config/manager/manager.yaml does not name the image make image builds ($(IMG))"; exit 1; }
 
 .PHONY: test
 test: envtest-bins build $(HELM) ## Run every test with -race: unit, engine (real etcd), envtest (real kube-apiserver), manager processes; as root also e2e on a real node.
@@ -85,15 +90,15 @@ test: envtest-bins build $(HELM) ## Run every test with -race: unit, engine (rea
 
 .PHONY: build
 build: run-bins ## Build the manager (./bin/lockwarden), the example workload, lockwarden-agent, the playground and kubectl-dlock.
-	go build -o $(BIN)/kubectl-dlock ./cmd/kubectl-dlock
 
 .PHONY: run run-bins
-run: envtest-bins run-bins ## Start the local playground: control plane, manager, workers, a live failover. ARGS=--demo-and-exit runs once and exits.
+run: envtest-bins run-bins ## Start the local playground: control plane, manager, workers, a live failover, kubectl-dlock in ./bin. ARGS=--demo-and-exit runs once and exits.
 	$(BIN)/playground $(ARGS)
-run-bins: ## Build what the playground runs, and nothing else: the manager, the fenced-worker, lockwarden-agent, the playground.
+run-bins: ## Build what the playground runs and its hints use: the manager, the fenced-worker, lockwarden-agent, kubectl-dlock, the playground.
 	CGO_ENABLED=0 go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/lockwarden ./cmd/lockwarden
 	go build -o $(BIN)/fenced-worker ./examples/fenced-worker
 	CGO_ENABLED=0 go build -o $(BIN)/lockwarden-agent ./cmd/lockwarden-agent
+	go build -o $(BIN)/kubectl-dlock ./cmd/kubectl-dlock
 	go build -o $(BIN)/playground ./cmd/playground
 
 .PHONY: bench
@@ -144,6 +149,7 @@ uninstall: | $(KUBECTL) ## Delete the CRD; refuses while any DistributedLock is 
 deploy: | $(KUBECTL) ## Apply DEPLOY_DIR (default config/default: one manager with embedded etcd; config/ha: two, your etcd), wait for the rollout.
 	$(KUBECTL) apply -k $(DEPLOY_DIR)
 	$(KUBECTL) -n lockwarden-system rollout status deployment/lockwarden-manager --timeout=$(DEPLOY_TIMEOUT)
+	hack/wait-lock-admission.sh $(KUBECTL)
 
 # The order matters: the locks first, while the manager still runs, so that each term ends
 # (a held lock waits its lock delay) and the finalizers go; then the manager, RBAC, namespace
@@ -207,7 +213,7 @@ chaos: envtest-bins $(ETCDUTL) ## Run RUNS seeded fault-injection runs of SEED; 
 	go run ./test/chaos/cmd/chaos -seed $(SEED) -runs $(RUNS)
 chaos-long: envtest-bins $(ETCDUTL) ## Run seeded fault-injection runs until DURATION is up, then print totals.
 	go run ./test/chaos/cmd/chaos -seed $(SEED) -duration $(DURATION)
-chaos-ci: envtest-bins $(ETCDUTL) ## The bounded CI set: checker unit tests, then 30 seeded runs covering every fault kind.
+chaos-ci: envtest-bins $(ETCDUTL) ## The bounded CI set: checker unit tests, then one seeded run per fault kind (each kind the first fault of one run).
 	go test -count=1 ./test/chaos/...
 	go run ./test/chaos/cmd/chaos -ci -seed $(SEED)
 
@@ -247,13 +253,13 @@ node-demo: ## On the running node: 3-member TLS etcd beside it, kubectl apply -k
 node-down: ## Stop the node by PID; remove its cgroups and the mountpoints it made.
 	hack/node/down.sh
 
-image: ## Build the manager, fenced-worker, lockwarden-agent, pause (and the benchmark's leworker, the e2e's stamper) images as docker-archive tarballs in ./bin/images; import them into a running node.
+image: ## Build the manager, fenced-worker, lockwarden-agent, pause (and the benchmark's leworker, the e2e's stamper and crashee) images as docker-archive tarballs in ./bin/images; import them into a running node.
 	mkdir -p $(IMAGES_DIR)
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGES_DIR)/lockwarden ./cmd/lockwarden
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/fenced-worker ./examples/fenced-worker
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/lockwarden-agent ./cmd/lockwarden-agent
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/pause ./hack/node/pause
-	go run ./hack/mkimage -name localhost/lockwarden:dev -out $(IMAGES_DIR)/lockwarden.tar \
+	go run ./hack/mkimage -name $(IMG) -out $(IMAGES_DIR)/lockwarden.tar \
 		-file $(IMAGES_DIR)/lockwarden:/lockwarden -user 65532:65532 -entrypoint /lockwarden
 	go run ./hack/mkimage -name localhost/fenced-worker:dev -out $(IMAGES_DIR)/fenced-worker.tar \
 		-file $(IMAGES_DIR)/fenced-worker:/fenced-worker -user 65532:65532 -entrypoint /fenced-worker
@@ -267,12 +273,16 @@ image: ## Build the manager, fenced-worker, lockwarden-agent, pause (and the ben
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/stamper ./examples/migrate/controller-runtime/after
 	go run ./hack/mkimage -name localhost/stamper:dev -out $(IMAGES_DIR)/stamper.tar \
 		-file $(IMAGES_DIR)/stamper:/stamper -user 65532:65532 -entrypoint /stamper
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(IMAGES_DIR)/crashee ./test/e2e/crashee
+	go run ./hack/mkimage -name localhost/crashee:dev -out $(IMAGES_DIR)/crashee.tar \
+		-file $(IMAGES_DIR)/crashee:/crashee -user 65532:65532 -entrypoint /crashee
 	@if [ "$$(id -u)" = 0 ] && hack/node/ctr version >/dev/null 2>&1; then \
-		for i in lockwarden fenced-worker lockwarden-agent pause leworker stamper; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
+		for i in lockwarden fenced-worker lockwarden-agent pause leworker stamper crashee; do hack/node/ctr images import $(IMAGES_DIR)/$$i.tar; done; fi
 
-bench-node: envtest-bins node-bins node-deps image ## Planned handoff and a crash with a real restart on real pods, lockwarden vs client-go leader election, one node, one run (root; about 4 minutes).
+BENCH_SAMPLES ?= 20
+bench-node: envtest-bins node-bins node-deps image ## Handoffs on real pods, lockwarden vs client-go (defaults and 4/3/1 s): planned with and without release, crash with a restart; BENCH_SAMPLES a row (root; about 35 minutes at 20).
 	@[ "$$(id -u)" = 0 ] || { echo "bench-node: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }
-	go test -count=1 -timeout 20m -tags e2e -run '^$$' -bench HandoffRealPods -benchtime 8x ./test/e2e/ 2>&1 | tee $(BIN)/bench-node.log
+	BENCH_SAMPLES=$(BENCH_SAMPLES) go test -count=1 -timeout 120m -tags e2e -run '^$$' -bench HandoffRealPods -benchtime 1x ./test/e2e/ 2>&1 | tee $(BIN)/bench-node.log
 
 e2e: envtest-bins node-bins node-deps image $(HELM) ## Run the end-to-end suite on a real node (root; about 6 minutes): test/e2e.
 	@[ "$$(id -u)" = 0 ] || { echo "e2e: needs root (a real kubelet, namespaces, cgroups)"; exit 1; }

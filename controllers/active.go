@@ -212,7 +212,7 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 	helpers.Go(func() {
 		// One watch of every lock key wakes the lock whose key changed (a vanished key, an
 		// operator's delete); after a failed watch every lock is read again.
-		_ = a.cfg.Engine.WatchLocks(runCtx, r.wake, func() { r.wakeAll(runCtx) })
+		_ = a.cfg.Engine.WatchLockChanges(runCtx, r.wakeChange, func() { r.wakeAll(runCtx) })
 	})
 
 	select {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -25,6 +26,22 @@ func writesEtcd(d decision) bool {
 	return false
 }
 
+// firstGrant reports whether d grants a lock whose status, as read, no controller has ever
+// written (status.controllerEpoch 0: every controller status write sets it, and the API
+// server never lets it go back). Such a grant may be decided on the cache, without reading
+// the lock uncached first: a lock created with its finalizer (config/policy) is then granted
+// with one write and no extra read. The cached copy may be stale (deleted, created again,
+// suspended, or with a status written since), so such a grant stands only once its status
+// write, which carries the resourceVersion read, is acknowledged: that proves the lock was
+// exactly the copy decided on. The grant creates an absent key (guarded by the election)
+// that no pod leads by before that write; when the write fails, the same turn deletes the
+// grant again (discardCachedGrant), and a grant left by a crash in between is marked in its
+// record (CachedAt) and adopted only if the lock read uncached is still that copy
+// (cachedGrantStands), deleted otherwise.
+func firstGrant(d decision, lock *lockv1.DistributedLock) bool {
+	return d.verb == actGrant && lock.Status.ControllerEpoch == 0
+}
+
 // maxSteps bounds the decisions of one turn: a discard or a stale-grant clean-up is followed
 // by one more decision, never by a loop.
 const maxSteps = 3
@@ -35,7 +52,7 @@ func (t *turn) run(ctx context.Context) error {
 	t.noteReleases(ctx)
 	for range maxSteps {
 		d := decide(&t.in)
-		if !t.fresh && writesEtcd(d) {
+		if !t.fresh && writesEtcd(d) && !firstGrant(d, t.lock) {
 			// A decision that writes etcd is taken on the lock as the API server has it now,
 			// never on a cache that may not show this replica's last status write yet (a
 			// stale Held of the previous holder would make a just-published grant look
@@ -96,10 +113,14 @@ func (t *turn) apply(ctx context.Context, d decision) (again bool, err error) {
 		t.dropFinalizer = true
 	case actGrant:
 		st.Phase = lockv1.PhasePending
-		return false, t.grantTo(ctx, d.next, d.reason)
+		return false, t.grantTo(ctx, d.next, d.reason, nil)
 	case actRegrant:
+		// The term's end has an Event of its own, outside the grant Event budget
+		// (grantevents.go): when the grant lease expired, every key vanished at once.
+		t.event(d.next, corev1.EventTypeNormal, lockv1.ReasonKeyVanished, "End", "term of %s (token %d) ended: its etcd key vanished; %s is still eligible and gets a new term",
+			st.Holder, st.FencingToken, d.next.Name)
 		publishEnd(st, lockv1.ReasonKeyVanished, metav1.Now())
-		return false, t.grantTo(ctx, d.next, d.reason)
+		return false, t.grantTo(ctx, d.next, d.reason, nil)
 	case actRelease:
 		return false, t.startReleasing(ctx, d.reason, d.restart)
 	case actPublishReleasing:
@@ -118,6 +139,13 @@ func (t *turn) apply(ctx context.Context, d decision) (again bool, err error) {
 // adopt publishes the grant that etcd has and status does not, as recorded.
 func (t *turn) adopt() {
 	g, st := t.in.g, &t.st
+	if e := g.rec.Ends; e != nil && st.HolderUID == g.holderUID && st.FencingToken == e.Token {
+		// The restart fast path's grant, whose status write was lost: its old term ended for
+		// the reason the grant recorded.
+		t.event(nil, corev1.EventTypeNormal, e.Reason, "End", "term of %s (token %d) ended: %s", st.Holder, st.FencingToken, e.Reason)
+		t.r.Metrics.transition(e.Reason)
+		publishEnd(st, e.Reason, metav1.Now())
+	}
 	if st.HolderUID != "" && st.HolderUID != g.holderUID {
 		// The published term ended in a turn whose status write was lost: attested, or after
 		// its Releasing, whose reason is on the open term.
@@ -156,8 +184,8 @@ func (t *turn) startReleasing(ctx context.Context, reason string, restart bool) 
 		if open := openTerm(&t.st); open != nil {
 			open.Message = t.in.release.reason
 		}
-		t.event(nil, corev1.EventTypeNormal, reason, "Release", "%s; the next holder waits the full lock delay (%v) unless %s confirms its release first",
-			releaseMessage(t.st.Holder, t.st.FencingToken, t.in.release.reason), releaseWait(&t.lock.Spec, &t.st), t.st.Holder)
+		t.event(nil, corev1.EventTypeNormal, reason, "Release", "%s; the next holder waits the full lock delay (%v) unless %s confirms its release first%s",
+			releaseMessage(t.st.Holder, t.st.FencingToken, t.in.release.reason), releaseWait(&t.lock.Spec, &t.st), t.st.Holder, preferredReturns(&t.lock.Spec, t.st.Holder))
 	case restart:
 		t.event(nil, corev1.EventTypeWarning, reason, "Release", "term of %s (token %d): etcd recorded it Held again while status said Releasing; the lock delay starts again", t.st.Holder, t.st.FencingToken)
 	case reason == lockv1.ReasonDeleted:
@@ -182,23 +210,31 @@ func (t *turn) ackReleasing() {
 	t.after(releaseWait(&t.lock.Spec, &t.st))
 }
 
-// keep puts a Releasing term whose holder is eligible again back to Held, same token.
+// keep gives a Releasing term's holder, eligible again, a new term at once: a return never
+// keeps the token. The pod stopped leading the old token when it saw Releasing, and leading
+// it again would make that process another writer of it (pkg/leadership draws a writer per
+// term), which a fenced resource refuses; a new token is a new term for the same pod, like a
+// regrant, so no lock delay. The bounce limits (mayReturn) count it as a return.
 func (t *turn) keep(ctx context.Context) error {
-	rec := t.in.g.rec
-	rec.Phase, rec.Reason, rec.Epoch = lockv1.PhaseHeld, "", t.in.epoch
-	if err := t.updateRecord(ctx, rec); err != nil {
+	pod, reason, old := t.in.holder.pod, releasingReason(&t.st), t.st.FencingToken
+	if err := t.releaseKey(ctx); err != nil {
 		return err
 	}
-	publishReturn(&t.st)
+	t.event(pod, corev1.EventTypeNormal, reason, "End", "term of %s (token %d) ended: %s; %s is eligible again and gets a new term", t.st.Holder, old, reason, pod.Name)
+	t.r.Metrics.transition(reason)
+	publishEnd(&t.st, reason, metav1.Now())
+	if err := t.grantTo(ctx, pod, lockv1.ReasonGranted, nil); err != nil {
+		return err
+	}
 	key, uid := t.key, t.lock.UID
 	t.onAck = append(t.onAck, func() { t.r.mem.returned(key, uid) })
-	t.event(t.in.holder.pod, corev1.EventTypeNormal, lockv1.ReasonGranted, "Keep", "%s is eligible again; term with token %d continues", t.st.Holder, t.st.FencingToken)
 	return nil
 }
 
 // end ends the published term (deleting its key, guarded) and grants the next candidate at
 // once, if the decision names one.
 func (t *turn) end(ctx context.Context, d decision) error {
+	ended := t.st.FencingToken
 	if t.in.g.present() {
 		if err := t.releaseKey(ctx); err != nil {
 			return err
@@ -215,21 +251,29 @@ func (t *turn) end(ctx context.Context, d decision) error {
 	case t.lock.Spec.Suspend:
 		t.st.Phase = lockv1.PhaseSuspended
 	case d.next != nil:
-		return t.grantTo(ctx, d.next, lockv1.ReasonGranted)
+		var ends *endedTerm
+		if d.reason == lockv1.ReasonHolderRestarted {
+			ends = &endedTerm{Token: ended, Reason: d.reason}
+		}
+		return t.grantTo(ctx, d.next, lockv1.ReasonGranted, ends)
 	}
 	return nil
 }
 
 // grantTo grants the lock to pod in one guarded etcd transaction, then stages the status.
-func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string) error {
+func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string, ends *endedTerm) error {
 	if err := t.recordEpoch(ctx); err != nil {
 		return err
 	}
 	rec := record{
 		Name: pod.Name, Phase: lockv1.PhaseHeld, Strategy: t.lock.Spec.Strategy,
-		LeaseSeconds: t.lock.Spec.LeaseDurationSeconds, Epoch: t.in.epoch,
+		LeaseSeconds: t.lock.Spec.LeaseDurationSeconds, Epoch: t.in.epoch, Containers: containerMarks(pod), Ends: ends,
+		Lock: t.lock.UID,
 	}
-	token, err := t.r.Grants.Grant(ctx, t.key, string(pod.UID), lease.WithRecord(rec.encode()), lease.WithGuard(t.r.Election.IsOwner()))
+	if !t.fresh {
+		rec.CachedAt = t.lock.ResourceVersion // firstGrant: decided on the cached lock
+	}
+	token, err := t.r.grant(ctx, t.key, string(pod.UID), rec.encode())
 	if err != nil {
 		var held *lease.HeldError
 		if errors.As(err, &held) {
@@ -240,6 +284,9 @@ func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string) erro
 		return fmt.Errorf("grant %s to %s: %w", t.key, pod.Name, err) // an ambiguous outcome is settled by the next read
 	}
 	g := grant{holderUID: pod.UID, token: token, lease: t.r.Grants.ID(), rec: rec}
+	if rec.CachedAt != "" {
+		t.cachedGrant = token
+	}
 	if token <= t.st.MaxFencingToken {
 		t.in.g = g
 		why := fmt.Sprintf("etcd granted token %d, at or below status.maxFencingToken %d", token, t.st.MaxFencingToken)
@@ -249,6 +296,7 @@ func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string) erro
 		return nil
 	}
 	t.in.g = g
+	log.FromContext(ctx).V(1).Info("etcd grant committed", "lock", t.key, "pod", pod.Name, "token", token, "sinceTurn", time.Since(t.trigger))
 	if failpoint("drop-status-after-grant") {
 		return errors.New("failpoint drop-status-after-grant: grant committed, status write dropped")
 	}
@@ -259,8 +307,11 @@ func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string) erro
 		if d, ok := t.r.mem.granted(key, uid); ok {
 			t.r.Metrics.unheld(d)
 		}
+		if ends != nil && ends.Reason == lockv1.ReasonHolderRestarted {
+			t.r.mem.restartGranted(key, uid, token)
+		}
 	})
-	t.event(pod, corev1.EventTypeNormal, reason, "Grant", "granted to %s with token %d", pod.Name, token)
+	t.grantEvent(pod, reason, token)
 	return nil
 }
 
@@ -287,9 +338,29 @@ func (t *turn) releaseKey(ctx context.Context) error {
 		t.r.Metrics.etcdError("release")
 		return fmt.Errorf("end term on %s: %w", t.key, err)
 	}
+	log.FromContext(ctx).V(1).Info("etcd term ended", "lock", t.key, "token", t.in.g.token, "sinceTurn", time.Since(t.trigger))
 	t.in.g = grant{}
 	if failpoint("lose-release-reply") {
 		return errors.New("failpoint lose-release-reply: release committed, reply reported lost")
 	}
+	return nil
+}
+
+// discardCachedGrant deletes the grant this turn decided on the cached lock (firstGrant),
+// whose status write failed: the cache may have been stale, and no pod leads by a grant whose
+// status was not acknowledged as written. The delete is guarded by the grant's token and the
+// election. If the failed write did land after all (an ambiguous error), the next turn finds
+// the published term's key gone, as after the grant lease's expiry (decideHeld: a new term
+// for its holder, or Releasing).
+func (t *turn) discardCachedGrant(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), etcdTimeout)
+	defer cancel()
+	err := t.r.Engine.Release(ctx, t.key, t.cachedGrant, lease.WithGuard(t.r.Election.IsOwner()))
+	if err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		t.r.Metrics.etcdError("release")
+		return fmt.Errorf("discard the unpublished grant of %s (token %d): %w", t.key, t.cachedGrant, err)
+	}
+	log.FromContext(ctx).V(1).Info("cache-based grant discarded after its status write failed", "lock", t.key, "token", t.cachedGrant)
+	t.cachedGrant = 0
 	return nil
 }

@@ -7,50 +7,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockwarden/lockwarden/internal/podtest"
 )
 
 // Pod states for the tests, as a real kubelet 1.37.2 and PodGC write them
 // (../shared/reference/real-node/evidence/, NOTES.md).
 
-func running(name string) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: name, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
-}
+func running(name string) corev1.ContainerStatus { return podtest.Running(name) }
 
 func terminated(name string, code int32) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}
+	return podtest.Terminated(name, code)
 }
 
 func waiting(name string, restarts int32) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: name, RestartCount: restarts, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}
+	return podtest.Waiting(name, restarts)
 }
 
-type podOpt func(*corev1.Pod)
-
-func testPod(name string, opts ...podOpt) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"app": "a"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
-		Status: corev1.PodStatus{
-			Phase:             corev1.PodRunning,
-			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-			ContainerStatuses: []corev1.ContainerStatus{running("app")},
-		},
-	}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
+// restartedAs is container name running again after a crash: containerID id (as the kubelet
+// reports it, "" for none), restartCount restarts.
+func restartedAs(name, id string, restarts int32) corev1.ContainerStatus {
+	cs := running(name)
+	cs.ContainerID, cs.RestartCount = id, restarts
+	return cs
 }
 
-func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
-func notReady() podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-	}
-}
-func containers(cs ...corev1.ContainerStatus) podOpt {
-	return func(p *corev1.Pod) { p.Status.ContainerStatuses = cs }
-}
+type podOpt = podtest.Opt
+
+func testPod(name string, opts ...podOpt) *corev1.Pod { return podtest.Pod(name, opts...) }
+
+func phase(ph corev1.PodPhase) podOpt                { return podtest.Phase(ph) }
+func notReady() podOpt                               { return podtest.NotReady() }
+func containers(cs ...corev1.ContainerStatus) podOpt { return podtest.Containers(cs...) }
 func sidecar(cs corev1.ContainerStatus) podOpt {
 	return func(p *corev1.Pod) {
 		always := corev1.ContainerRestartPolicyAlways
@@ -61,18 +49,33 @@ func sidecar(cs corev1.ContainerStatus) podOpt {
 func ephemeral(cs corev1.ContainerStatus) podOpt {
 	return func(p *corev1.Pod) { p.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{cs} }
 }
-func deleting() podOpt {
-	return func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+func debugContainer(cs corev1.ContainerStatus) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: cs.Name}}}
+		p.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{cs}
+	}
 }
+func twoContainers() podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "other"})
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, running("other"))
+	}
+}
+func sharedPIDs() podOpt { return func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = new(true) } }
+func hostPID() podOpt    { return func(p *corev1.Pod) { p.Spec.HostPID = true } }
+func privilegedApp() podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
+	}
+}
+func deleting() podOpt { return podtest.Deleting() }
 func podGCCondition() podOpt {
 	return func(p *corev1.Pod) {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByPodGC"})
 	}
 }
-func created(sec int64) podOpt {
-	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.Unix(sec, 0) }
-}
-func labelled(k, v string) podOpt { return func(p *corev1.Pod) { p.Labels = map[string]string{k: v} } }
+func created(sec int64) podOpt    { return podtest.Created(sec) }
+func labelled(k, v string) podOpt { return podtest.Labelled(k, v) }
 
 func taintedNode(key string) *corev1.Node {
 	return &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: key, Effect: corev1.TaintEffectNoExecute}}}}

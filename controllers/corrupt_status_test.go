@@ -26,7 +26,9 @@ func TestHandEditedHolderIsRepublished(t *testing.T) {
 	if err := k8s.Status().Update(bg(), edited); err != nil {
 		t.Fatalf("hand edit of the status: %v", err)
 	}
-	msg := f.waitEventMessage(t, lockv1.ReasonStatusCorrupt)
+	// Two Events carry the reason (the republish, then the Releasing it starts); the
+	// broadcaster may list the second first.
+	msg := f.waitEventNote(t, lockv1.ReasonStatusCorrupt, "Republish")
 	if !strings.Contains(msg, "status named a-1") || !strings.Contains(msg, "republished the holder from etcd") {
 		t.Errorf("StatusCorrupt Event = %q, want it to name the edited holder and say it was republished", msg)
 	}

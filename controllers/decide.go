@@ -6,8 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // A turn is gather (input), decide (a pure function of the input), apply (the guarded etcd
@@ -19,6 +21,11 @@ import (
 type input struct {
 	spec     *lockv1.DistributedLockSpec
 	deleting bool
+	// uid and resourceVersion identify the lock object as read; fresh says it was read
+	// uncached (or is the answer of this turn's own write), not from the cache.
+	uid             types.UID
+	resourceVersion string
+	fresh           bool
 	// status is the published status.
 	status *lockv1.DistributedLockStatus
 	// epoch is this replica's controller epoch (its election token).
@@ -63,6 +70,9 @@ type clocks struct {
 	mayReturn bool
 	// preferred: how long the preferred pod has been continuously eligible.
 	preferred time.Duration
+	// restartGrant: how long ago this replica saw the published term's grant acknowledged,
+	// when that grant was the restart fast path's (0: it was not, or not by this replica).
+	restartGrant time.Duration
 }
 
 // verb is what a turn does.
@@ -81,7 +91,8 @@ const (
 	actRelease
 	// actPublishReleasing: etcd recorded Releasing that status does not show yet.
 	actPublishReleasing
-	// actKeep: a Releasing holder eligible again goes back to Held, same token.
+	// actKeep: a Releasing holder eligible again gets a new term at once (a new token: a
+	// return never keeps the token).
 	actKeep
 	// actEnd the term (delete the key, guarded) and grant next at once, if any.
 	actEnd
@@ -148,14 +159,51 @@ func decide(in *input) decision {
 // write was lost or whose outcome was ambiguous. It is published as recorded, unless status
 // still shows another holder Held whose end is not attested: that term must go through
 // Releasing and the delay first, so the unpublished grant (which no pod leads by) is deleted.
+// A grant decided on the cache is published only if the lock is still what that decision
+// saw (cachedGrantStands); otherwise it is deleted too, and the lock decided again.
 func decideUnpublished(in *input) decision {
 	st := in.status
+	if in.g.rec.Lock != "" && in.g.rec.Lock != in.uid {
+		// A grant of another lock object under this name (deleted with skip-etcd-cleanup,
+		// created again before a turn found it gone): this object never published it, so no
+		// pod leads by it for this lock, and adopting it would publish the old lock's holder
+		// and token.
+		return decision{verb: actDiscard}
+	}
+	if in.g.rec.CachedAt != "" && !cachedGrantStands(in) {
+		// On a cached read this asks for the uncached one (a discard writes etcd), which
+		// decides again.
+		return decision{verb: actDiscard}
+	}
 	if st.HolderUID != "" && st.HolderUID != in.g.holderUID && st.Phase != lockv1.PhaseReleasing {
 		if e := termEnd(in); !e.attested {
 			return decision{verb: actDiscard}
 		}
 	}
 	return decision{verb: actAdopt}
+}
+
+// cachedGrantStands reports whether an unpublished grant decided on the cached lock
+// (firstGrant) was decided on the lock as it still is: read uncached, the same object (UID)
+// at the same resourceVersion, so with the same spec, no status ever written
+// (controllerEpoch 0, no holder), not being deleted, not suspended; and its holder still an
+// eligible candidate. The cache may have shown a lock deleted since, created again, edited,
+// or with a status it no longer has (a Releasing term whose lock delay runs): adopting a
+// grant decided on that would skip the delay, grant a pod the lock no longer selects, or hold
+// a suspended or deleted lock. Such a grant was never published, so no pod leads by it and
+// deleting it ends nothing.
+func cachedGrantStands(in *input) bool {
+	g, st := in.g, in.status
+	if !in.fresh || g.rec.Lock != in.uid || g.rec.CachedAt != in.resourceVersion ||
+		st.ControllerEpoch != 0 || st.HolderUID != "" || in.deleting || in.spec.Suspend {
+		return false
+	}
+	for i := range in.pods {
+		if in.pods[i].UID == g.holderUID {
+			return eligibility.Eligible(&in.pods[i])
+		}
+	}
+	return false
 }
 
 // decideNoHolder grants the lock when a candidate is eligible.
@@ -166,7 +214,7 @@ func decideNoHolder(in *input) decision {
 	case in.spec.Suspend:
 		return decision{verb: actSuspend}
 	}
-	if next := choose(in.spec, in.pods, ""); next != nil {
+	if next := eligibility.Choose(in.spec, in.pods, ""); next != nil {
 		return decision{verb: actGrant, reason: lockv1.ReasonGranted, next: next}
 	}
 	return decision{verb: actWait}
@@ -192,6 +240,8 @@ func decideHeld(in *input) decision {
 		return decision{verb: actPublishReleasing, reason: in.g.rec.Reason}
 	case e.attested:
 		return endTerm(in, e.reason)
+	case e.proof:
+		return restartTerm(e)
 	case e.reason != "":
 		return decision{verb: actRelease, reason: e.reason}
 	}
@@ -206,9 +256,17 @@ func decideReleasing(in *input) decision {
 	// so neither the holder's release nor its attested stop, nor a return to Held, may cut
 	// the full delay short.
 	corrupt := releasingReason(st) == lockv1.ReasonStatusCorrupt || (ours && g.rec.Reason == lockv1.ReasonStatusCorrupt)
+	// An operator's release never returns to Held, even once its annotation is gone (a
+	// GitOps tool re-applying the manifest): the term ends after the full delay.
+	byOperator := releasingReason(st) == lockv1.ReasonOperatorRelease || (ours && g.rec.Reason == lockv1.ReasonOperatorRelease)
 	e := termEnd(in)
-	if e.attested && !corrupt {
+	switch {
+	case e.attested && !corrupt:
 		return endTerm(in, e.reason)
+	case e.proof && ours && !corrupt && !byOperator:
+		// The crash's Releasing, then the restarted container eligible: a new term for the
+		// same pod at once. Never the old token back, never another pod before the delay.
+		return restartTerm(e)
 	}
 	if ours && g.rec.Phase == lockv1.PhaseHeld {
 		// etcd says Held, status says Releasing: a return to Held whose status write was lost
@@ -223,10 +281,18 @@ func decideReleasing(in *input) decision {
 	}
 	wait := releaseWait(in.spec, st)
 	var requeue time.Duration
-	// An operator's release never returns to Held, even once its annotation is gone (a
-	// GitOps tool re-applying the manifest): the term ends after the full delay.
-	byOperator := releasingReason(st) == lockv1.ReasonOperatorRelease || (ours && g.rec.Reason == lockv1.ReasonOperatorRelease)
-	if e.reason == "" && ours && !byOperator && !corrupt {
+	if !g.present() && e.reason == "" && e.pod != nil && !byOperator && !corrupt && releasingReason(st) != lockv1.ReasonHolderRestarted {
+		// The key vanished while Releasing (the fast path's grant failed after its delete;
+		// the controller was down past the grant lease) and the holder is eligible: as for a
+		// Held term, a new term for it at once, with a new token. Never for a term whose end
+		// forbids a return (an operator's request, a corrupt status, a restart without proof).
+		return decision{verb: actRegrant, reason: lockv1.ReasonRegranted, next: e.pod}
+	}
+	// A restarted holder (e.reason HolderRestarted) never goes back to Held: a restart never
+	// keeps a token. Nor does a term whose record names no containers (granted by a
+	// controller before the restart rule, or rewritten by one during an upgrade): a restart of
+	// it could not be seen.
+	if e.reason == "" && ours && !byOperator && !corrupt && len(g.rec.Containers) > 0 {
 		need := returnAfter(st)
 		switch {
 		case in.clocks.eligibleAgain >= need && in.clocks.mayReturn:
@@ -246,9 +312,17 @@ func decideReleasing(in *input) decision {
 func endTerm(in *input, reason string) decision {
 	d := decision{verb: actEnd, reason: reason}
 	if !in.deleting && !in.spec.Suspend {
-		d.next = choose(in.spec, in.pods, string(in.status.HolderUID))
+		d.next = eligibility.Choose(in.spec, in.pods, string(in.status.HolderUID))
 	}
 	return d
+}
+
+// restartTerm ends the term of a holder whose container restarted with proof that the old
+// process is gone, and grants the same pod a new term (a new token) at once: the old process
+// cannot write any more, and the new one may already lead the old token, so no other pod may
+// start before the lock delay.
+func restartTerm(e ending) decision {
+	return decision{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: e.pod}
 }
 
 // releasingReason is why the published Releasing term is ending.

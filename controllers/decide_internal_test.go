@@ -36,7 +36,8 @@ func newScene() *scene {
 	a0, a1 := testPod("a-0", created(1)), testPod("a-1", created(2))
 	s := &scene{in: input{
 		spec: spec, status: st, epoch: 5, rev: tok + 10,
-		g:        grant{holderUID: "uid-a-0", token: tok, rec: record{Name: "a-0", Phase: lockv1.PhaseHeld, Strategy: lockv1.StrategyOldestReady, LeaseSeconds: 10}},
+		g: grant{holderUID: "uid-a-0", token: tok, rec: record{Name: "a-0", Phase: lockv1.PhaseHeld, Strategy: lockv1.StrategyOldestReady, LeaseSeconds: 10,
+			Containers: []containerMark{{Name: "app", ID: "containerd://app-0"}}}},
 		pods:     []corev1.Pod{*a0, *a1},
 		selector: labels.SelectorFromSet(labels.Set{"app": "a"}),
 	}}
@@ -63,6 +64,23 @@ func (s *scene) releasing(waited time.Duration) *scene {
 	return s
 }
 func (s *scene) noKey() *scene { s.in.g = grant{}; return s }
+
+// restarted reports the holder's container app running again as the kubelet does after a
+// crash: another containerID, restartCount+1, the recorded container's exit in lastState, the
+// pod Running and Ready.
+func (s *scene) restarted(opts ...podOpt) *scene {
+	return s.holder(append([]podOpt{containers(restartedAs("app", "containerd://app-1", 1)), lastEnded(137, "Error", "containerd://app-0")}, opts...)...)
+}
+
+// startingTerm makes the published term the restart fast path's grant (its record names the
+// term it ended), acknowledged on this replica since (0: not seen here).
+func startingTerm(since time.Duration) func(*input) {
+	return func(in *input) {
+		in.g.rec.Ends = &endedTerm{Token: tok - 5, Reason: lockv1.ReasonHolderRestarted}
+		in.clocks.restartGrant = since
+	}
+}
+
 func (s *scene) holderRelease(uid string, token int64) *scene {
 	s.in.release.holderUID, s.in.release.holderToken = types.UID(uid), token
 	return s
@@ -72,7 +90,18 @@ func (s *scene) request(token int64) *scene {
 	return s
 }
 func (s *scene) do(f func(*input)) *scene { f(&s.in); return s }
-func (s *scene) onlyCandidate() *scene    { s.in.pods = s.in.pods[:1]; return s }
+
+// cachedGrant puts in etcd an unpublished grant to a-1 decided on the cached lock (firstGrant)
+// at resourceVersion 7 of lock uid-lock, and reads the lock uncached as that very object:
+// no status ever written. Options then change what the uncached read shows.
+func (s *scene) cachedGrant() *scene {
+	s.noHolderPublished()
+	s.in.status.ControllerEpoch, s.in.status.MaxFencingToken, s.in.status.History = 0, 0, nil
+	s.in.uid, s.in.resourceVersion, s.in.fresh = "uid-lock", "7", true
+	s.in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld, Lock: "uid-lock", CachedAt: "7"}}
+	return s
+}
+func (s *scene) onlyCandidate() *scene { s.in.pods = s.in.pods[:1]; return s }
 func (s *scene) noHolderPublished() *scene {
 	s.in.status.Phase, s.in.status.Holder, s.in.status.HolderUID, s.in.status.FencingToken = lockv1.PhasePending, "", "", 0
 	s.in.g, s.in.holder = grant{}, evidence{}
@@ -184,6 +213,20 @@ func TestDecide(t *testing.T) {
 			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld}}
 		}), want{verb: actAdopt}},
 		{"unpublished regrant of the same holder: adopt", newScene().do(func(in *input) { in.g.token = tok + 5 }), want{verb: actAdopt}},
+		// Unpublished grants decided on the cached lock (firstGrant, cachedGrantStands).
+		{"cache-decided grant, the lock read uncached is the copy decided on: adopt", newScene().cachedGrant(), want{verb: actAdopt}},
+		{"cache-decided grant, the lock read from the cache: discard (asks for the uncached read)", newScene().cachedGrant().do(func(in *input) { in.fresh = false }), want{verb: actDiscard}},
+		{"cache-decided grant, the lock was created again (another UID): discard", newScene().cachedGrant().do(func(in *input) { in.uid = "uid-lock-2" }), want{verb: actDiscard}},
+		{"cache-decided grant, the lock was written since (another resourceVersion): discard", newScene().cachedGrant().do(func(in *input) { in.resourceVersion = "9" }), want{verb: actDiscard}},
+		{"cache-decided grant, a status was written since: discard", newScene().cachedGrant().do(func(in *input) { in.status.ControllerEpoch = 5 }), want{verb: actDiscard}},
+		{"cache-decided grant, another holder Releasing (its lock delay runs): discard, never adopt", newScene().releasing(time.Second).do(func(in *input) {
+			in.uid, in.resourceVersion, in.fresh = "uid-lock", "7", true
+			in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld, Lock: "uid-lock", CachedAt: "7"}}
+		}), want{verb: actDiscard}},
+		{"cache-decided grant, the lock is being deleted: discard", newScene().cachedGrant().do(func(in *input) { in.deleting = true }), want{verb: actDiscard}},
+		{"cache-decided grant, the lock is suspended: discard", newScene().cachedGrant().do(func(in *input) { in.spec.Suspend = true }), want{verb: actDiscard}},
+		{"cache-decided grant, its holder no longer selected: discard", newScene().cachedGrant().do(func(in *input) { in.pods = in.pods[:1] }), want{verb: actDiscard}},
+		{"cache-decided grant, its holder not eligible: discard", newScene().cachedGrant().do(func(in *input) { notReady()(&in.pods[1]) }), want{verb: actDiscard}},
 		// Token regression and the documented restore.
 		{"etcd token below max, not published: regress", newScene().do(func(in *input) { in.g.token = tok - 10 }), want{verb: actRegress}},
 		{"etcd revision below max: regress", newScene().noHolderPublished().do(func(in *input) { in.rev = tok - 1 }), want{verb: actRegress}},
@@ -212,6 +255,50 @@ func TestDecide(t *testing.T) {
 		{"operator release, delay over: end, grant the next", newScene().releasing(wait).request(tok).do(func(in *input) { in.status.History[0].Reason = lockv1.ReasonOperatorRelease }), want{verb: actEnd, reason: lockv1.ReasonOperatorRelease, next: "a-1"}},
 		{"operator request, status Releasing, etcd Held: Releasing again, wait restarts", newScene().releasing(wait).request(tok).do(func(in *input) { in.g.rec.Phase = lockv1.PhaseHeld }), want{verb: actRelease, reason: lockv1.ReasonOperatorRelease, restart: true}},
 		{"operator request, no holder: grant as usual", newScene().noHolderPublished().request(tok), want{verb: actGrant, reason: lockv1.ReasonGranted, next: "a-0"}},
+		// A restart of the holder's container (restart.go): never the same token again.
+		{"restarted, one container, nothing else ends the term: a new term for the same pod at once", newScene().restarted(), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted, seen by containerID only: the same", newScene().holder(containers(restartedAs("app", "containerd://app-1", 0)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted, seen by restartCount only: the same", newScene().holder(containers(restartedAs("app", "", 1)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted, a native sidecar: Releasing, no proof", newScene().restarted(sidecar(running("side"))), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
+		{"restarted, two regular containers: Releasing, no proof", newScene().restarted(twoContainers()), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
+		{"restarted, shareProcessNamespace: Releasing, no proof", newScene().restarted(sharedPIDs()), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
+		{"restarted, hostPID: Releasing, no proof", newScene().restarted(hostPID()), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
+		{"restarted, privileged: Releasing, no proof", newScene().restarted(privilegedApp()), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
+		{"restarted, an ephemeral container running: Releasing, no proof", newScene().restarted(debugContainer(running("debug"))), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
+		{"restarted, an ephemeral container terminated: proof", newScene().restarted(debugContainer(terminated("debug", 0))), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted with proof, not Ready yet (the kubelet's first probe ran before the process listened): the new term at once", newScene().restarted(notReady()), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted without proof (a sidecar), not Ready yet: Releasing as NotReady", newScene().restarted(notReady(), sidecar(running("side"))), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"restarted with proof, the new container not running (back-off): Releasing as NotReady", newScene().restarted(notReady()).holder(func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+		}), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"restarted with proof, pod being deleted: Releasing as terminating", newScene().restarted(notReady(), deleting()), want{verb: actRelease, reason: lockv1.ReasonHolderTerminating}},
+		{"the fast path's term, NotReady within its lease of the grant: wait, ask again when it runs out", newScene().holder(notReady()).do(startingTerm(4 * time.Second)), want{verb: actWait, requeue: 6 * time.Second}},
+		{"the fast path's term, NotReady a lease after the grant: Releasing", newScene().holder(notReady()).do(startingTerm(10 * time.Second)), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"the fast path's term, NotReady, grant not seen by this replica: Releasing", newScene().holder(notReady()).do(startingTerm(0)), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"the fast path's term, its container not running: Releasing", newScene().holder(notReady(), containers(terminated("app", 2))).do(startingTerm(time.Second)), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"a plain term, NotReady: Releasing (no excuse)", newScene().holder(notReady()).do(func(in *input) { in.clocks.restartGrant = time.Second }), want{verb: actRelease, reason: lockv1.ReasonHolderNotReady}},
+		{"restarted, operator request: the operator's Releasing", newScene().restarted().request(tok), want{verb: actRelease, reason: lockv1.ReasonOperatorRelease}},
+		{"restarted, preferred pod due to preempt: Releasing, no fast path", newScene().restarted().do(func(in *input) {
+			in.spec.Strategy, in.spec.PreferredHolder = lockv1.StrategyPreferred, "a-1"
+			in.g.rec.Strategy, in.clocks.preferred = lockv1.StrategyPreferred, wait
+		}), want{verb: actRelease, reason: lockv1.ReasonPreempted}},
+		{"restarted, lock suspended: Releasing for the suspend", newScene().restarted().do(func(in *input) { in.spec.Suspend = true }), want{verb: actRelease, reason: lockv1.ReasonSuspended}},
+		{"restarted, grant recorded without containers (older controller): no restart seen", newScene().restarted().do(func(in *input) { in.g.rec.Containers = nil }), want{verb: actWait}},
+		{"crash's Releasing, restarted and Ready, proof: a new term for the same pod at once", newScene().releasing(time.Second).restarted(), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"crash's Releasing, restarted, etcd still Held: the same fast path", newScene().releasing(time.Second).restarted().do(func(in *input) { in.g.rec.Phase = lockv1.PhaseHeld }), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"crash's Releasing, restarted, no proof, eligible long enough: no return to Held", newScene().releasing(time.Second).restarted(sidecar(running("side"))).do(func(in *input) {
+			in.clocks.eligibleAgain, in.clocks.mayReturn = time.Minute, true
+		}), want{verb: actWait, requeue: wait - time.Second}},
+		{"crash's Releasing, restarted, no proof, delay over: the next pod", newScene().releasing(wait).restarted(sidecar(running("side"))), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady, next: "a-1"}},
+		{"crash's Releasing, restarted with proof, not Ready yet: the new term at once", newScene().releasing(time.Second).restarted(notReady()), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"crash's Releasing, restarted without proof, not Ready yet: wait", newScene().releasing(time.Second).restarted(notReady(), sidecar(running("side"))), want{verb: actWait, requeue: wait - time.Second}},
+		{"operator's Releasing, restarted with proof: the full delay", newScene().releasing(time.Second).restarted().request(tok), want{verb: actWait, requeue: wait - time.Second}},
+		{"corrupt status's Releasing, restarted with proof: the full delay", newScene().releasing(time.Second).restarted().do(func(in *input) {
+			in.status.History[0].Reason, in.g.rec.Reason = lockv1.ReasonStatusCorrupt, lockv1.ReasonStatusCorrupt
+		}), want{verb: actWait, requeue: wait - time.Second}},
+		{"a restarted sidecar, one regular container: Releasing, no proof", newScene().holder(sidecar(restartedAs("side", "containerd://side-1", 1))).do(func(in *input) {
+			in.g.rec.Containers = append(in.g.rec.Containers, containerMark{Name: "side", ID: "containerd://side-0"})
+		}), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},
 		{"stale grant after a bumped restore: drop it", newScene().do(func(in *input) { in.g.token, in.restoredStale = tok-10, true }), want{verb: actDropStale, reason: lockv1.ReasonKeyVanished}},
 	} {
 		t.Run(tc.row, func(t *testing.T) {

@@ -1,12 +1,14 @@
 package controllers
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // ending says whether and why the published holder's term must end.
@@ -17,6 +19,10 @@ type ending struct {
 	// or attestedTerminated, now or remembered from a pod event of this term); the next
 	// grant may follow at once.
 	attested bool
+	// proof: a container the grant recorded restarted since (restart.go), nothing else ends
+	// the term (reason HolderRestarted), and the restart proves that the old process is gone
+	// (restartProof, exitSeen): the same pod may get a new term at once.
+	proof bool
 	// pod is the holder pod when it exists with the published UID.
 	pod *corev1.Pod
 	// recheck asks for another turn (Preferred preemption timing, a failed GET).
@@ -25,13 +31,14 @@ type ending struct {
 
 // termEnd evaluates the published holder against the term-ending rules, in order: proof
 // that it stopped first (the fast path: its own release, then attested termination), then
-// every end that must go through Releasing, an operator's request among them.
+// every end that must go through Releasing, an operator's request among them, and last a
+// restart of its container when nothing else ends the term.
 func termEnd(in *input) ending {
 	h := in.holder
 	e := ending{pod: h.pod}
 	spec := in.spec
 	switch {
-	case holderReleased(in):
+	case holderReleased(in) && !unprovenRestart(in):
 		e.reason, e.attested = lockv1.ReasonHolderReleased, true
 	case h.remembered || (h.pod != nil && attestedTerminated(h.pod, h.node)):
 		e.reason, e.attested = lockv1.ReasonHolderTerminated, true
@@ -52,12 +59,15 @@ func termEnd(in *input) ending {
 		e.reason = lockv1.ReasonSelectorChanged
 	case spec.Suspend:
 		e.reason = lockv1.ReasonSuspended
-	case !eligible(h.pod):
+	case !eligibility.Eligible(h.pod) && !restartExcuses(in, &e):
 		e.reason = lockv1.ReasonHolderNotReady
 	case in.g.present() && in.g.rec.Strategy != "" && in.g.rec.Strategy != spec.Strategy:
 		e.reason = lockv1.ReasonStrategyChanged
 	case spec.Strategy == lockv1.StrategyPreferred:
 		e.reason, e.recheck = preemption(in)
+	}
+	if e.reason == "" && h.pod != nil && in.g.present() && in.g.token == in.status.FencingToken && restartedSince(h.pod, in.g.rec.Containers) {
+		e.reason, e.proof = lockv1.ReasonHolderRestarted, restartProof(h.pod) && exitSeen(h.pod, in.g.rec.Containers)
 	}
 	return e
 }
@@ -66,7 +76,7 @@ func termEnd(in *input) ending {
 // continuously eligible for the lock delay.
 func preemption(in *input) (string, time.Duration) {
 	p := preferredPod(in.spec, in.pods)
-	if p == nil || p.UID == in.status.HolderUID || !eligible(p) {
+	if p == nil || p.UID == in.status.HolderUID || !eligibility.Eligible(p) {
 		return "", 0
 	}
 	delay := time.Duration(in.spec.EffectiveLockDelaySeconds()) * time.Second
@@ -74,6 +84,29 @@ func preemption(in *input) (string, time.Duration) {
 		return lockv1.ReasonPreempted, 0
 	}
 	return "", delay - in.clocks.preferred
+}
+
+// unprovenRestart reports whether the holder's container restarted since the grant without
+// proof that the old process is gone. The holder's own release then speaks only for the
+// process that sent it (the restarted one, which read Held and led the token as a new
+// writer): the old process may still run, so the release does not end the term at once, and
+// the restart rule's Releasing and full lock delay apply (final review of issue 20,
+// TestReview20FinalReleaseAfterUnprovenRestart).
+func unprovenRestart(in *input) bool {
+	h := in.holder
+	if h.pod == nil || !in.g.present() || !restartedSince(h.pod, in.g.rec.Containers) {
+		return false
+	}
+	return !restartProof(h.pod) || !exitSeen(h.pod, in.g.rec.Containers)
+}
+
+// preferredReturns is what an operator's release of holder adds to its Event: with strategy
+// Preferred the released preferred holder gets the lock back by preemption.
+func preferredReturns(spec *lockv1.DistributedLockSpec, holder string) string {
+	if spec.Strategy != lockv1.StrategyPreferred || spec.PreferredHolder != holder {
+		return ""
+	}
+	return fmt.Sprintf("; strategy Preferred: %s is spec.preferredHolder, so once the next holder is granted the lock returns to %s after it has been eligible for the lock delay (set spec.preferredHolder to another pod, or release with kubectl dlock release --prefer, to keep it away)", holder, holder)
 }
 
 // preferredPod is the candidate named spec.preferredHolder, or nil.

@@ -65,6 +65,26 @@ type record struct {
 	LeaseSeconds int32 `json:"leaseSeconds"`
 	// Epoch is the controller epoch that wrote the record.
 	Epoch int64 `json:"epoch"`
+	// Containers are the holder's containers when the term was granted (restart.go): a
+	// restart of one of them ends the term.
+	Containers []containerMark `json:"containers,omitempty"`
+	// Ends is the published term this grant ended in the same turn (the restart fast path: the
+	// same pod, a new token), so that a turn adopting the grant after its status write was
+	// lost closes that term with its reason.
+	Ends *endedTerm `json:"ends,omitempty"`
+	// Lock is the UID of the DistributedLock the grant was decided for.
+	Lock types.UID `json:"lock,omitempty"`
+	// CachedAt is set on a grant decided on the manager's cached copy of the lock instead of
+	// the lock read uncached (firstGrant): that copy's resourceVersion. Such a grant may have
+	// been decided on a stale view; it is adopted only if the lock read uncached is still
+	// that very object (cachedGrantStands), and discarded otherwise.
+	CachedAt string `json:"cachedAt,omitempty"`
+}
+
+// endedTerm names a term by its token and why it ended.
+type endedTerm struct {
+	Token  int64  `json:"token"`
+	Reason string `json:"reason"`
 }
 
 func (r record) encode() json.RawMessage {

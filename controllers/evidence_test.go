@@ -44,7 +44,9 @@ func (f *fixture) boundPod(name, app string, sidecar bool) *corev1.Pod {
 	f.updatePodStatus(p, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{runningStatus("app", 0)}
+		cs := runningStatus("app", 0)
+		cs.ContainerID = containerID(p, 0)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 		if sidecar {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{runningStatus("side", 0)}
 		}
@@ -70,17 +72,38 @@ func (f *fixture) crash(p *corev1.Pod, restarts int32) {
 	f.updatePodStatus(p, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{terminatedStatus("app", restarts, 2)}
+		cs := terminatedStatus("app", restarts, 2)
+		cs.ContainerID = containerID(p, restarts)
+		cs.State.Terminated.ContainerID = cs.ContainerID
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	})
 }
 
-// restarted reports the container running again under the same pod UID, restartCount+1.
+// restarted reports the container running again under the same pod UID, restartCount+1: a
+// new containerID, and the previous container's exit in lastState with its containerID, as
+// the kubelet writes it (docs/e2e.md, "Restarts on the real node").
 func (f *fixture) restarted(p *corev1.Pod, restarts int32) {
 	f.t.Helper()
+	f.restartedReady(p, restarts, true)
+}
+
+// restartedReady is restarted with the readiness probe's verdict so far: false before the
+// first successful probe of the new container.
+func (f *fixture) restartedReady(p *corev1.Pod, restarts int32, ready bool) {
+	f.t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
 	f.updatePodStatus(p, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{runningStatus("app", restarts)}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
+		cs := runningStatus("app", restarts)
+		cs.Ready = ready
+		cs.ContainerID = containerID(p, restarts)
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 2, Reason: "Error", ContainerID: containerID(p, restarts-1), FinishedAt: metav1.Now()}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	})
 }
 
@@ -94,10 +117,12 @@ func (f *fixture) neverTo(name, pod string, window time.Duration) {
 	}, func() string { return fmt.Sprintf("lock %s published to %s: %s", name, pod, describe(last)) })
 }
 
-// TestCrashAwaitingRestartIsNotAttestation: the holder's container crashes and the kubelet
-// will restart it: the term goes through Releasing (the process comes back under the same
-// UID), and returns to Held with the same token once the pod is Ready again.
-func TestCrashAwaitingRestartIsNotAttestation(t *testing.T) {
+// TestCrashRestartIsANewTerm: the holder's container crashes and the kubelet restarts it.
+// The crash is no attestation (Releasing, nobody else granted), and a restart never keeps a
+// token: once the restarted container is Ready, the pod (one container, its own PID
+// namespace: proof that the old process is gone) gets a new term, with a new token, at once,
+// not after the lock delay. Before restart.go it got the old token back.
+func TestCrashRestartIsANewTerm(t *testing.T) {
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
 	secondApart()
@@ -110,10 +135,76 @@ func TestCrashAwaitingRestartIsNotAttestation(t *testing.T) {
 	})
 	f.neverTo("lock", "a-1", 3*time.Second)
 	f.restarted(a0, 1)
-	back := f.waitFor("lock", 20*time.Second, "Held by a-0 again", heldBy("a-0"))
-	if back.Status.FencingToken != held.Status.FencingToken {
-		t.Errorf("token after the restart = %d, want the same term's %d", back.Status.FencingToken, held.Status.FencingToken)
+	back := f.waitFor("lock", 20*time.Second, "Held by a-0 with a new token", func(l *lockv1.DistributedLock) bool {
+		return heldBy("a-0")(l) && l.Status.FencingToken > held.Status.FencingToken
+	})
+	ended := back.Status.History[1]
+	if ended.Token != held.Status.FencingToken || ended.Reason != lockv1.ReasonHolderRestarted {
+		t.Errorf("the crashed term ended as %+v, want token %d ended %s", ended, held.Status.FencingToken, lockv1.ReasonHolderRestarted)
 	}
+}
+
+// TestCrashRestartNotReadyYet: the kubelet reports the restarted container running before
+// its first successful readiness probe (which runs at the start, usually before the process
+// listens, then a period later). The fast path does not wait for Ready: the same pod gets its
+// new term at once, and the term is not ended for NotReady while it becomes Ready within the
+// term's lease. Before restartExcuses the term went Releasing and then to a-1 after the delay
+// whenever the restarted process had refused the old token (its readiness failing until it
+// saw a new one).
+func TestCrashRestartNotReadyYet(t *testing.T) {
+	f := newFixture(t)
+	a0 := f.pod("a-0", "a")
+	secondApart()
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) {
+		s.LeaseDurationSeconds, s.LockDelaySeconds = 6, ptrTo[int32](600)
+	})
+	held := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	f.crash(a0, 0)
+	f.restartedReady(a0, 1, false)
+	next := f.waitFor("lock", 20*time.Second, "Held by a-0 with a new token while it is not Ready yet", func(l *lockv1.DistributedLock) bool {
+		return heldBy("a-0")(l) && l.Status.FencingToken > held.Status.FencingToken
+	})
+	var last *lockv1.DistributedLock
+	consistently(t, 3*time.Second, func() bool {
+		last = f.get("lock")
+		return heldBy("a-0")(last) && last.Status.FencingToken == next.Status.FencingToken
+	}, func() string {
+		return "the new term of the restarted pod did not hold while it was not Ready yet: " + describe(last)
+	})
+	f.setReadyKeepContainers(a0, true)
+	consistently(t, 7*time.Second, func() bool {
+		last = f.get("lock")
+		return heldBy("a-0")(last) && last.Status.FencingToken == next.Status.FencingToken
+	}, func() string { return "the new term ended after the pod became Ready: " + describe(last) })
+}
+
+// TestCrashRestartWithSidecarWaitsTheDelay: the same crash in a pod with a native sidecar is
+// no proof that the term's process is gone (it may have run in the sidecar): the term stays
+// Releasing for the whole lock delay, never back to Held with the old token, and then the
+// next pod is granted.
+func TestCrashRestartWithSidecarWaitsTheDelay(t *testing.T) {
+	const delay = 8
+	f := newFixture(t)
+	a0 := f.boundPod("a-0", "a", true)
+	secondApart()
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptrTo[int32](delay) })
+	held := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
+	f.crash(a0, 0)
+	releasing := f.waitFor("lock", 20*time.Second, "Releasing a-0's term", func(l *lockv1.DistributedLock) bool {
+		return l.Status.Phase == lockv1.PhaseReleasing && l.Status.Holder == "a-0"
+	})
+	seen := time.Now()
+	f.restarted(a0, 1)
+	var last *lockv1.DistributedLock
+	consistently(t, delay*time.Second-time.Since(seen)-time.Second, func() bool {
+		last = f.get("lock")
+		return last.Status.Phase == lockv1.PhaseReleasing && last.Status.FencingToken == held.Status.FencingToken
+	}, func() string {
+		return fmt.Sprintf("the crashed term (token %d, Releasing at rv %s) did not stay Releasing for the delay: %s", held.Status.FencingToken, releasing.ResourceVersion, describe(last))
+	})
+	f.waitFor("lock", 20*time.Second, "held by a-1 after the delay", heldBy("a-1"))
 }
 
 // TestCrashOnceIsNotRememberedAsAttestation: a pod whose container crashed and restarted

@@ -8,11 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // gather reads what a turn decides on into t.in: the lock key (linearizably), the
@@ -21,6 +21,7 @@ import (
 func (t *turn) gather(ctx context.Context) error {
 	in := &t.in
 	in.spec, in.deleting, in.status = &t.lock.Spec, t.lock.DeletionTimestamp != nil, &t.lock.Status
+	in.uid, in.resourceVersion, in.fresh = t.lock.UID, t.lock.ResourceVersion, t.fresh
 	in.epoch = t.r.Election.Token()
 	in.release = readReleases(t.lock.Annotations)
 	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
@@ -53,7 +54,10 @@ func (t *turn) measure() {
 	in, mem, key, uid := &t.in, t.r.mem, t.key, t.lock.UID
 	st := in.status
 	p := preferredPod(in.spec, in.pods)
-	in.clocks.preferred = mem.preferredEligibleFor(key, uid, podUID(p), p != nil && p.UID != st.HolderUID && eligible(p))
+	in.clocks.preferred = mem.preferredEligibleFor(key, uid, podUID(p), p != nil && p.UID != st.HolderUID && eligibility.Eligible(p))
+	if g := in.g; g.present() && g.token == st.FencingToken && g.rec.Ends != nil && g.rec.Ends.Reason == lockv1.ReasonHolderRestarted {
+		in.clocks.restartGrant = mem.restartGrantFor(key, uid, g.token)
+	}
 	if st.HolderUID == "" || st.Phase != lockv1.PhaseReleasing {
 		// A Releasing clock counts only while this replica keeps seeing Releasing: a wait
 		// interrupted by a Held term (a return whose acknowledgement was lost) starts again.
@@ -64,7 +68,7 @@ func (t *turn) measure() {
 	e := termEnd(in)
 	// Eligible again: seen (not merely not asked about), eligible, and nothing else ends the
 	// term.
-	again := !e.attested && e.reason == "" && e.pod != nil && eligible(e.pod) &&
+	again := !e.attested && e.reason == "" && e.pod != nil && eligibility.Eligible(e.pod) &&
 		in.g.present() && in.g.token == st.FencingToken && in.g.rec.Phase == lockv1.PhaseReleasing
 	in.clocks.eligibleAgain = mem.holderEligibleFor(key, uid, again)
 	in.clocks.mayReturn = mem.mayReturn(key, uid, time.Duration(in.spec.EffectiveLockDelaySeconds())*time.Second)
@@ -135,7 +139,7 @@ func (t *turn) readCandidates(ctx context.Context) {
 		t.selErr = errors.New("spec.candidates.selector is not set")
 		return
 	}
-	selector, err := metav1.LabelSelectorAsSelector(sel)
+	selector, err := sel.AsSelector()
 	if err != nil {
 		t.selErr = err
 		return

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,9 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 )
-
-func logrDiscard() logr.Logger { return logr.Discard() }
 
 func cacheFor(ns string) cache.Options {
 	return cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}
@@ -47,8 +45,30 @@ func (f *fixture) setReady(p *corev1.Pod, ready bool) {
 	f.updatePodStatus(p, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: ready, ContainerID: containerID(p, 0), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 	})
+}
+
+// setReadyKeepContainers sets the pod's Ready condition (and its containers' ready flags)
+// and leaves the container states as they are: a readiness probe's verdict.
+func (f *fixture) setReadyKeepContainers(p *corev1.Pod, ready bool) {
+	f.t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	f.updatePodStatus(p, func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
+		for i := range p.Status.ContainerStatuses {
+			p.Status.ContainerStatuses[i].Ready = ready
+		}
+	})
+}
+
+// containerID is the containerID the kubelet would report for the pod's container app after
+// restarts restarts: one per container incarnation (containerd://<id>).
+func containerID(p *corev1.Pod, restarts int32) string {
+	return fmt.Sprintf("containerd://%s-%d", p.UID, restarts)
 }
 
 // terminate writes the kubelet's terminal update: every container terminated and the phase
@@ -95,20 +115,7 @@ func (f *fixture) deletePod(p *corev1.Pod) {
 // lock creates a lock selecting app=<app>.
 func (f *fixture) lock(name, app string, mutate func(*lockv1.DistributedLockSpec)) *lockv1.DistributedLock {
 	f.t.Helper()
-	l := &lockv1.DistributedLock{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
-		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
-			LeaseDurationSeconds: 2,
-		},
-	}
-	if mutate != nil {
-		mutate(&l.Spec)
-	}
-	if err := k8s.Create(bg(), l); err != nil {
-		f.t.Fatalf("create lock %s: %v", name, err)
-	}
-	return l
+	return controllertest.CreateLock(f.t, k8s, f.ns, name, app, mutate)
 }
 
 // get reads the lock through the live client.

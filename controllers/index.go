@@ -74,7 +74,7 @@ func selectorTerm(l *lockv1.DistributedLock) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return keys[0] + "=" + sel.MatchLabels[keys[0]]
+	return keys[0] + "=" + string(sel.MatchLabels[keys[0]])
 }
 
 // candidatePods lists the pods of the lock's namespace that selector matches, through the

@@ -16,7 +16,7 @@ import (
 func TestSelectorWithoutMatchLabels(t *testing.T) {
 	f := newFixture(t)
 	f.lock("expr", "", func(s *lockv1.DistributedLockSpec) {
-		s.Candidates.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		s.Candidates.Selector = &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{
 			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"x", "z"}},
 		}}
 	})

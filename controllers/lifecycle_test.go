@@ -7,15 +7,16 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// TestNotReadyThenReadyKeepsTerm: a holder NotReady -> Releasing; Ready again inside the
-// lock delay -> Held with the same token, no new term.
-func TestNotReadyThenReadyKeepsTerm(t *testing.T) {
+// TestNotReadyThenReadyNewTermSamePod: a holder NotReady -> Releasing; Ready again inside
+// the lock delay -> the same pod gets a new term at once (a new token: a return never keeps
+// the token, which its process would lead as another writer), and no other pod is granted.
+// Before, it went back to Held with the same token.
+func TestNotReadyThenReadyNewTermSamePod(t *testing.T) {
 	f := newFixture(t)
 	a0 := f.pod("a-0", "a")
 	f.pod("a-1", "a")
@@ -29,14 +30,14 @@ func TestNotReadyThenReadyKeepsTerm(t *testing.T) {
 	f.waitFor("lock", 10*time.Second, "Releasing", inPhase(lockv1.PhaseReleasing))
 	f.setReady(holder, true)
 	back := f.waitFor("lock", 20*time.Second, "Held again", inPhase(lockv1.PhaseHeld))
-	if back.Status.Holder != "a-0" || back.Status.FencingToken != first.Status.FencingToken {
-		t.Errorf("after return: holder %s token %d, want a-0 token %d", back.Status.Holder, back.Status.FencingToken, first.Status.FencingToken)
+	if back.Status.Holder != "a-0" || back.Status.FencingToken <= first.Status.FencingToken {
+		t.Errorf("after return: holder %s token %d, want a-0 with a token above %d", back.Status.Holder, back.Status.FencingToken, first.Status.FencingToken)
 	}
-	if got := f.keyToken("lock"); got != first.Status.FencingToken {
-		t.Errorf("etcd token = %d, want unchanged %d", got, first.Status.FencingToken)
+	if got := f.keyToken("lock"); got != back.Status.FencingToken {
+		t.Errorf("etcd token = %d, want the published %d", got, back.Status.FencingToken)
 	}
-	if back.Status.Transitions != first.Status.Transitions {
-		t.Errorf("transitions = %d, want unchanged %d", back.Status.Transitions, first.Status.Transitions)
+	if len(back.Status.History) < 2 || back.Status.History[1].Token != first.Status.FencingToken || back.Status.History[1].Reason != lockv1.ReasonHolderNotReady {
+		t.Errorf("history = %+v, want the new term, then token %d ended %s", back.Status.History, first.Status.FencingToken, lockv1.ReasonHolderNotReady)
 	}
 }
 
@@ -102,7 +103,7 @@ func TestSelectorEditedAwayFromHolder(t *testing.T) {
 	f.lock("lock", "a", nil)
 	first := f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
 	f.editLock("lock", func(l *lockv1.DistributedLock) {
-		l.Spec.Candidates.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}}
+		l.Spec.Candidates.Selector = lockv1.MatchLabels(map[string]string{"app": "b"})
 	})
 	next := f.waitFor("lock", 20*time.Second, "held by b-0", heldBy("b-0"))
 	if next.Status.FencingToken <= first.Status.FencingToken {
@@ -165,6 +166,12 @@ func TestLockDeletedReleasesKey(t *testing.T) {
 // waitEventMessage waits for an Event with reason about the fixture's lock and returns its note.
 func (f *fixture) waitEventMessage(t *testing.T, reason string) string {
 	t.Helper()
+	return f.waitEventNote(t, reason, "")
+}
+
+// waitEventNote is waitEventMessage for the Event of reason with action (any when "").
+func (f *fixture) waitEventNote(t *testing.T, reason, action string) string {
+	t.Helper()
 	var note string
 	eventually(t, 10*time.Second, func() bool {
 		var evs eventsv1.EventList
@@ -172,12 +179,12 @@ func (f *fixture) waitEventMessage(t *testing.T, reason string) string {
 			t.Fatalf("list events: %v", err)
 		}
 		for _, e := range evs.Items {
-			if e.Reason == reason && e.Regarding.Kind == "DistributedLock" {
+			if e.Reason == reason && e.Regarding.Kind == "DistributedLock" && (action == "" || e.Action == action) {
 				note = e.Note
 				return true
 			}
 		}
 		return false
-	}, func() string { return "no Event with reason " + reason })
+	}, func() string { return "no Event with reason " + reason + " and action " + action })
 	return note
 }

@@ -56,6 +56,10 @@ type lockMemory struct {
 	// written: the resourceVersion of this replica's last write of the lock, whose watch
 	// event needs no reconcile.
 	written string
+	// restartToken and restartAt: the term (by token) the restart fast path granted, and when
+	// this replica saw its status write acknowledged (restart.go, restartExcuses).
+	restartToken int64
+	restartAt    time.Time
 }
 
 func newMemory() *memory {
@@ -170,6 +174,24 @@ func (m *memory) returned(key string, uid types.UID) {
 		lm.returns = keep
 		lm.releasingToken, lm.releasingSince, lm.eligibleSince = 0, time.Time{}, time.Time{}
 	})
+}
+
+// restartGranted records that the restart fast path's grant of token was acknowledged now.
+func (m *memory) restartGranted(key string, uid types.UID, token int64) {
+	m.with(key, uid, func(lm *lockMemory, now time.Time) {
+		lm.restartToken, lm.restartAt = token, now
+	})
+}
+
+// restartGrantFor returns how long ago the restart fast path's grant of token was
+// acknowledged on this replica, or 0 when this replica did not see it.
+func (m *memory) restartGrantFor(key string, uid types.UID, token int64) (d time.Duration) {
+	m.with(key, uid, func(lm *lockMemory, now time.Time) {
+		if lm.restartToken == token {
+			d = max(now.Sub(lm.restartAt), time.Nanosecond)
+		}
+	})
+	return d
 }
 
 // termEnded clears what belonged to the term that ended.

@@ -18,6 +18,7 @@ type Metrics struct {
 	epoch         prometheus.Gauge
 	active        prometheus.Gauge
 	withoutHolder prometheus.Histogram
+	eventsLimited prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -49,8 +50,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		active: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lockwarden_active", Help: "1 while this replica holds the controller election.",
 		}),
+		eventsLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockwarden_grant_events_limited_total", Help: "Grants whose Event was not sent because grant Events were over their rate limit (each grant is in its lock's status).",
+		}),
 	}
-	reg.MustRegister(m.transitions, m.locks, m.grantLatency, m.withoutHolder, m.etcdErrors, m.regressions, m.epoch, m.active)
+	reg.MustRegister(m.transitions, m.locks, m.grantLatency, m.withoutHolder, m.etcdErrors, m.regressions, m.epoch, m.active, m.eventsLimited)
 	return m
 }
 
@@ -76,6 +80,12 @@ func (m *Metrics) unheld(d time.Duration) {
 func (m *Metrics) etcdError(op string) {
 	if m != nil {
 		m.etcdErrors.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) grantEventLimited() {
+	if m != nil {
+		m.eventsLimited.Inc()
 	}
 }
 

@@ -15,3 +15,7 @@ package controllers
 // EndpointSlices the controller manages are written.
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+
+// With --watch-namespaces the manager reads the finalizer policy's bindings at start
+// (finalizer_scope.go).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings,verbs=get;list

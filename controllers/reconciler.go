@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,12 +26,13 @@ import (
 )
 
 const (
-	// Finalizer holds a DistributedLock until its term has ended and its etcd key is gone.
-	Finalizer = "lockwarden.io/release"
+	// Finalizer holds a DistributedLock until its term has ended and its etcd key is gone:
+	// lockv1.Finalizer, named here too for the controller's readers.
+	Finalizer = lockv1.Finalizer
 	// SkipEtcdCleanupAnnotation set to "true" on a lock being deleted lets it go without
 	// ending its term in etcd: for when etcd is gone for good. A grant left in a live etcd
-	// stays on the grant lease (which the active controller keeps renewing); a lock created
-	// again under the same name finds it and publishes it to the same holder and token.
+	// is deleted by the turn that finds the lock gone (dropOrphan); a lock created again
+	// under the same name gets a new term.
 	SkipEtcdCleanupAnnotation = "lockwarden.io/skip-etcd-cleanup"
 	// DefaultCountDebounce is the least time between writes of status.eligibleCandidates
 	// alone.
@@ -48,7 +50,8 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader is uncached: a holder's absence is confirmed by a GET, never by the cache.
 	APIReader client.Reader
-	// Recorder emits an Event on every grant and term end.
+	// Recorder emits an Event on every term end and on grants, these within a rate limit
+	// (GrantEventRate).
 	Recorder events.EventRecorder
 	// Engine reads lock keys linearizably and writes them by token.
 	Engine Inspector
@@ -61,6 +64,10 @@ type Reconciler struct {
 	// CountDebounce is the least time between writes caused by eligibleCandidates alone.
 	// Default DefaultCountDebounce.
 	CountDebounce time.Duration
+	// GrantEventRate and GrantEventBurst limit the grant Events (grantevents.go): per second,
+	// and at once. Defaults DefaultGrantEventRate and DefaultGrantEventBurst.
+	GrantEventRate  float64
+	GrantEventBurst int
 
 	once       sync.Once
 	mem        *memory
@@ -70,6 +77,10 @@ type Reconciler struct {
 	regressed  map[string]string // locks in TokenRegression, by key: the reason
 	phases     map[string]lockv1.Phase
 	phaseCount map[lockv1.Phase]int
+
+	batch       *grantBatcher         // nil when Grants cannot batch
+	grantEvents *eventBudget          // the grant Events' rate limit
+	granted     map[string]*grantEcho // this replica's grants whose etcd watch echo is due, under mu
 }
 
 // Reconcile runs one turn of the term lifecycle for a lock: gather (etcd, candidates, the
@@ -82,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, &lock); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(key)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.dropOrphan(ctx, req.NamespacedName, key)
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock: %w", err)
 	}
@@ -140,6 +151,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if err := t.publish(ctx); err != nil {
+		if t.cachedGrant != 0 {
+			// A grant decided on the cache whose status write failed: the cache may have been
+			// stale (the lock deleted, created again, suspended, or written since). Delete the
+			// grant now; the next turn decides on the lock read again.
+			if derr := t.discardCachedGrant(ctx); derr != nil {
+				return ctrl.Result{}, fmt.Errorf("%w (and %w)", err, derr) // the next turn's decideUnpublished settles it
+			}
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil // the lock is gone: nothing to publish
+			}
+		}
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil // the next turn re-reads both
 		}
@@ -156,6 +178,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) turn(ctx context.Context, lock *lockv1.DistributedLock, fresh bool) (*turn, error) {
 	key := lockKey(lock.Namespace, lock.Name)
 	t := &turn{r: r, lock: lock, key: key, st: *lock.Status.DeepCopy(), trigger: time.Now(), fresh: fresh}
+	log.FromContext(ctx).V(1).Info("turn", "lock", key, "resourceVersion", lock.ResourceVersion, "fresh", fresh)
 	if err := t.gather(ctx); err != nil {
 		t.gatherErr = err
 		return t, nil
@@ -168,12 +191,20 @@ func (r *Reconciler) turn(ctx context.Context, lock *lockv1.DistributedLock, fre
 func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.mem = newMemory()
+		r.batch = newGrantBatcher(r.Grants, func() clientv3.Cmp { return r.Election.IsOwner() })
 		r.regressed = map[string]string{}
 		r.phases = map[string]lockv1.Phase{}
 		r.phaseCount = map[lockv1.Phase]int{}
 		if r.CountDebounce == 0 {
 			r.CountDebounce = DefaultCountDebounce
 		}
+		if r.GrantEventRate <= 0 {
+			r.GrantEventRate = DefaultGrantEventRate
+		}
+		if r.GrantEventBurst <= 0 {
+			r.GrantEventBurst = DefaultGrantEventBurst
+		}
+		r.grantEvents = newEventBudget(r.GrantEventRate, r.GrantEventBurst, time.Now)
 	})
 }
 
@@ -193,8 +224,46 @@ func (r *Reconciler) forget(key string) {
 	r.routes.forget(key)
 	r.mu.Lock()
 	delete(r.regressed, key)
+	delete(r.granted, key)
 	r.Metrics.setPhases(r.setPhase(key, "")) // under r.mu: gauges set in the order the counts changed
 	r.mu.Unlock()
+}
+
+// dropOrphan deletes a grant left in etcd under the name of a lock the cache says is gone,
+// once an uncached read confirms it: a grant decided on a cached copy of a lock deleted
+// meanwhile (firstGrant), whose discard failed, or a grant left by skip-etcd-cleanup. A lock
+// that no longer exists is led by no one, and nothing else would ever delete its key,
+// which the grant lease would keep alive. The common case (no key) costs one etcd read.
+func (r *Reconciler) dropOrphan(ctx context.Context, name types.NamespacedName, key string) error {
+	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	h, err := r.Engine.Inspect(ictx, key)
+	if err != nil {
+		r.Metrics.etcdError("inspect")
+		return fmt.Errorf("read %s of a deleted lock: %w", key, err)
+	}
+	if h.Token == 0 {
+		return nil
+	}
+	if !r.Election.Valid() {
+		return ErrElectionLost // retried, as any turn that would write etcd
+	}
+	// Read after the key: a lock that exists now may have published this grant; one created
+	// later cannot have (its turns come after this one: the workqueue runs one per lock).
+	var live lockv1.DistributedLock
+	switch err := r.APIReader.Get(ctx, name, &live); {
+	case err == nil:
+		return nil // the cache lags; the lock's event brings its turn
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("get lock uncached: %w", err)
+	}
+	err = r.Engine.Release(ictx, key, h.Token, lease.WithGuard(r.Election.IsOwner()))
+	if err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		r.Metrics.etcdError("release")
+		return fmt.Errorf("delete the grant (token %d) of the deleted lock %s: %w", h.Token, key, err)
+	}
+	log.FromContext(ctx).Info("deleted the etcd grant of a lock that no longer exists", "lock", key, "token", h.Token)
+	return nil
 }
 
 func (r *Reconciler) dropFinalizer(ctx context.Context, lock *lockv1.DistributedLock) error {

@@ -96,8 +96,10 @@ func requestIgnored(in *input) string {
 		return ""
 	}
 	for _, h := range st.History {
-		if h.Token == r.request && h.Ended != nil && h.Reason == lockv1.ReasonOperatorRelease {
-			return "" // served: that term ended by this request
+		// served: that term ended by this request, or went Releasing by it (its message is
+		// the request's reason) and then ended sooner, e.g. by the holder's own release
+		if h.Token == r.request && h.Ended != nil && (h.Reason == lockv1.ReasonOperatorRelease || (h.Message != "" && h.Message == r.reason)) {
+			return ""
 		}
 	}
 	if st.HolderUID == "" {

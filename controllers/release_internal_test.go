@@ -55,6 +55,10 @@ func TestRequestIgnored(t *testing.T) {
 		{"request served in an earlier term", newScene().request(tok - 7).do(func(in *input) {
 			in.status.History = append(in.status.History, lockv1.Term{Holder: "a-1", Token: tok - 7, Ended: &ended, Reason: lockv1.ReasonOperatorRelease})
 		}), ""},
+		{"request whose Releasing the holder's own release ended", newScene().request(tok - 7).do(func(in *input) {
+			in.release.reason = "drain node-3"
+			in.status.History = append(in.status.History, lockv1.Term{Holder: "a-1", Token: tok - 7, Ended: &ended, Reason: lockv1.ReasonHolderReleased, Message: "drain node-3"})
+		}), ""},
 		{"request for a term that ended otherwise", newScene().request(tok - 7).do(func(in *input) {
 			in.status.History = append(in.status.History, lockv1.Term{Holder: "a-1", Token: tok - 7, Ended: &ended, Reason: lockv1.ReasonHolderGone})
 		}), "token 93 ignored"},
@@ -107,6 +111,27 @@ func TestReleaseAnnotationIsReconciled(t *testing.T) {
 	} {
 		if got := r.notOwnWrite(event.TypedUpdateEvent[*lockv1.DistributedLock]{ObjectOld: own, ObjectNew: tc.obj}); got != tc.want {
 			t.Errorf("%s: notOwnWrite = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPreferredReturns: an operator's release of the preferred holder says in its Event that
+// the lock comes back to that pod; of any other holder, or with another strategy, nothing.
+func TestPreferredReturns(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		strategy lockv1.Strategy
+		pref     string
+		holder   string
+		want     bool
+	}{
+		{"preferred holder", lockv1.StrategyPreferred, "web-0", "web-0", true},
+		{"another pod preferred", lockv1.StrategyPreferred, "web-1", "web-0", false},
+		{"OldestReady", lockv1.StrategyOldestReady, "", "web-0", false},
+	} {
+		got := preferredReturns(&lockv1.DistributedLockSpec{Strategy: tc.strategy, PreferredHolder: tc.pref}, tc.holder)
+		if tc.want != strings.Contains(got, "the lock returns to "+tc.holder) {
+			t.Errorf("%s: preferredReturns = %q, want a note: %v", tc.name, got, tc.want)
 		}
 	}
 }

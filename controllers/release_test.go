@@ -156,7 +156,7 @@ func TestHolderReleaseRefused(t *testing.T) {
 		{"a lock created with the annotation", func() error {
 			n := &lockv1.DistributedLock{
 				ObjectMeta: metav1.ObjectMeta{Name: "born-released", Namespace: f.ns, Annotations: map[string]string{lockv1.AnnotationHolderRelease: lockv1.HolderReleaseValue(a0.UID, tok)}},
-				Spec:       lockv1.DistributedLockSpec{Candidates: lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}}, LeaseDurationSeconds: 2},
+				Spec:       lockv1.DistributedLockSpec{Candidates: lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "a"})}, LeaseDurationSeconds: 2},
 			}
 			return k8s.Create(bg(), n)
 		}, "cannot be set when a DistributedLock is created"},

@@ -248,7 +248,7 @@ func (f *fixture) runCandidate(led *ledger, p *corev1.Pod, recampaign bool) *can
 	}
 	// crmanager.Options gives the manager and the lock one set of timings (ExactTimings).
 	opts, lock, err := crmanager.Options(leadership.ResourceLockConfig{Config: podCfg, Namespace: f.ns, Lock: "op",
-		Identity: p.UID, Name: p.Name, ReleaseOnStop: recampaign}, manager.Options{
+		Identity: p.UID, Name: p.Name, DisableReleaseOnStop: !recampaign}, manager.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}, Cache: cacheFor(f.ns),
 		LeaseDuration: ptr.To(4 * time.Second), RenewDeadline: ptr.To(3 * time.Second), RetryPeriod: ptr.To(time.Second),

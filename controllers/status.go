@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // Status transitions. Each takes the status to publish (a copy of the last published one)
@@ -47,14 +48,6 @@ func publishReleasing(st *lockv1.DistributedLockStatus, reason string) {
 	st.Phase = lockv1.PhaseReleasing
 	if open := openTerm(st); open != nil {
 		open.Reason = reason
-	}
-}
-
-// publishReturn puts a Releasing term back to Held (same token).
-func publishReturn(st *lockv1.DistributedLockStatus) {
-	st.Phase = lockv1.PhaseHeld
-	if open := openTerm(st); open != nil {
-		open.Reason = lockv1.ReasonGranted
 	}
 }
 
@@ -115,11 +108,11 @@ func noHolderMessage(spec *lockv1.DistributedLockSpec, st *lockv1.DistributedLoc
 	if selErr != nil {
 		return "no eligible candidate: spec.candidates.selector cannot be used (see the Valid condition)"
 	}
-	ex := Explain(spec, st, pods)
+	ex := eligibility.Explain(spec, st, pods)
 	if ex.Next != "" {
 		return fmt.Sprintf("no holder yet: pod %s is eligible and is granted next", ex.Next)
 	}
-	return NoEligibleMessage(&ex, len(pods))
+	return eligibility.NoEligibleMessage(&ex, len(pods))
 }
 
 // validity is what only the controller can judge about a lock: Valid=True or a reason.

@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"errors"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/podtest"
 )
 
 // TestPublishGrantClosesOpenTerms: adopting an unpublished grant for the published holder
@@ -52,3 +55,33 @@ func TestEtcdReplaced(t *testing.T) {
 		t.Errorf("the first answer counted as a replacement")
 	}
 }
+
+// TestNoHolderMessage: the Held=False NoHolder message names the best candidate's reason.
+func TestNoHolderMessage(t *testing.T) {
+	spec := &lockv1.DistributedLockSpec{
+		Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "a"})},
+		LeaseDurationSeconds: 10, Strategy: lockv1.StrategyOldestReady,
+	}
+	none := &lockv1.DistributedLockStatus{Phase: lockv1.PhasePending}
+	for _, tc := range []struct {
+		name   string
+		selErr error
+		pods   []corev1.Pod
+		want   string
+	}{
+		{"pending", nil, []corev1.Pod{*testPod("a-0", podtest.Unscheduled())}, "no eligible candidate: pod a-0 is Pending (Unschedulable)"},
+		{"not ready", nil, []corev1.Pod{*testPod("a-0", notReady())}, "no eligible candidate: pod a-0 is not Ready (Ready=False)"},
+		{"terminating", nil, []corev1.Pod{*testPod("a-0", deleting())}, "no eligible candidate: pod a-0 is terminating"},
+		{"no pods", nil, nil, "no eligible candidate: 0 pods match spec.candidates.selector"},
+		{"eligible, not granted yet", nil, []corev1.Pod{*testPod("a-0")}, "no holder yet: pod a-0 is eligible and is granted next"},
+		{"selector unusable", errSelectorForTest, nil, "no eligible candidate: spec.candidates.selector cannot be used (see the Valid condition)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := noHolderMessage(spec, none, tc.selErr, tc.pods); got != tc.want {
+				t.Errorf("noHolderMessage = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+var errSelectorForTest = errors.New("bad selector")

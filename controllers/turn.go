@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // turn is one reconcile of one lock: what was read, and the status to publish.
@@ -32,6 +34,7 @@ type turn struct {
 	onAck         []func()                     // run once the status write is acknowledged
 	events        []func()                     // emitted once the status write is acknowledged
 	dropFinalizer bool
+	cachedGrant   int64 // the token of this turn's grant decided on the cached lock (firstGrant), 0 if none
 }
 
 // after asks for another turn within d.
@@ -119,7 +122,7 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 	old := &t.lock.Status
 	count := old.EligibleCandidates
 	if withCount && t.selErr == nil {
-		count = countEligible(t.in.pods)
+		count = eligibility.Count(t.in.pods)
 	}
 	t.st.EligibleCandidates = old.EligibleCandidates
 	t.st.ControllerEpoch = old.ControllerEpoch
@@ -148,6 +151,8 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 		return fmt.Errorf("update status: %w", err)
 	}
 	defer t.routeAfter(ctx)
+	log.FromContext(ctx).V(1).Info("status written", "lock", t.key, "phase", t.st.Phase, "holder", t.st.Holder, "token", t.st.FencingToken,
+		"resourceVersion", t.lock.ResourceVersion, "sinceTurn", time.Since(t.trigger))
 	t.r.mem.wrote(t.key, t.lock.UID, t.lock.ResourceVersion)
 	if countChanged {
 		t.r.mem.countWrittenNow(t.key, t.lock.UID)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // NewController builds the DistributedLock controller without adding it to the manager: it
@@ -97,7 +97,7 @@ func (r *Reconciler) podToLocks(ctx context.Context, pod *corev1.Pod) []reconcil
 			case running:
 				r.mem.unattest(key, l.UID, pod.UID)
 			}
-			if !eligible(pod) {
+			if !eligibility.Eligible(pod) {
 				// Continuous eligibility is broken by every event that shows otherwise, even
 				// one that a later event overtakes before the reconcile runs.
 				r.mem.holderEligibleFor(key, l.UID, false)
@@ -112,7 +112,7 @@ func selects(l *lockv1.DistributedLock, pod *corev1.Pod) bool {
 	if l.Spec.Candidates.Selector == nil {
 		return false
 	}
-	sel, err := metav1.LabelSelectorAsSelector(l.Spec.Candidates.Selector)
+	sel, err := l.Spec.Candidates.Selector.AsSelector()
 	return err == nil && sel.Matches(labels.Set(pod.Labels))
 }
 

@@ -42,6 +42,11 @@ const (
 	ReasonSelectorChanged = "SelectorChanged"
 	// ReasonStrategyChanged means spec.strategy changed while the lock was held.
 	ReasonStrategyChanged = "StrategyChanged"
+	// ReasonHolderRestarted means a container of the holder pod restarted since the grant
+	// (another containerID or a higher restartCount): a restart never keeps a token. With
+	// proof that the old process is gone the same pod was granted a new term at once;
+	// without it the term went through Releasing and the full lock delay.
+	ReasonHolderRestarted = "HolderRestarted"
 	// ReasonHolderReleased means the holder pod confirmed that its work under the term stopped
 	// (AnnotationHolderRelease naming the term's holder UID and token, as etcd records them):
 	// the term ended at once, without the lock delay.

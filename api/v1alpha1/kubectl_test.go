@@ -47,7 +47,11 @@ func TestKubectlSelectorErrors(t *testing.T) {
 	}
 	tests := []struct{ name, candidates, want string }{
 		{"missing", `{}`, "spec.candidates.selector: Required value: a lock must select its candidate pods"},
-		{"bad-operator", `{"selector":{"matchExpressions":[{"key":"app","operator":"Near","values":["x"]}]}}`, `spec.candidates.selector.matchExpressions: Invalid value: every operator must be one of In, NotIn, Exists, DoesNotExist`},
+		{"bad-operator", `{"selector":{"matchExpressions":[{"key":"app","operator":"Near","values":["x"]}]}}`,
+			`spec.candidates.selector.matchExpressions[0].operator: Invalid value: unsupported value "Near": must be one of In, NotIn, Exists, DoesNotExist`},
+		{"bad-key", `{"selector":{"matchLabels":{"bad key!":"x"}}}`, `spec.candidates.selector.matchLabels: Invalid value: invalid label key "bad key!"`},
+		{"bad-value", `{"selector":{"matchLabels":{"app":"x y"}}}`, `spec.candidates.selector.matchLabels[app]: Invalid value: "x y": invalid label value "x y"`},
+		{"long-value", `{"selector":{"matchLabels":{"app":"` + strings.Repeat("v", 64) + `"}}}`, `spec.candidates.selector.matchLabels[app]: Invalid value: "` + strings.Repeat("v", 64) + `": invalid label value`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +64,7 @@ func TestKubectlSelectorErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("kubectl create accepted %s:\n%s", doc, out)
 			}
+			t.Logf("kubectl create --dry-run=server -f %s.json:\n%s", tt.name, out)
 			if !strings.Contains(string(out), tt.want) {
 				t.Errorf("kubectl create said:\n%s\nwant a line containing %q", out, tt.want)
 			}

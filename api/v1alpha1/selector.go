@@ -10,11 +10,13 @@ import (
 )
 
 // SelectorProblem returns a one-line reason, naming the field, when sel (spec.candidates
-// .selector) is not a valid label selector, and "" when it is. The API server's rules check
-// the selector's shape; label keys and values are checked here, since a rule that checks them
-// costs more than a CRD's validation budget allows. The first problem in field order is
-// reported (matchLabels by key order, then matchExpressions by index).
-func SelectorProblem(sel *metav1.LabelSelector) string {
+// .selector) is not a valid label selector, and "" when it is. The API server rejects such a
+// selector when a lock is created or its selector changed; a lock stored before the CRD
+// checked keys and values (an update that leaves an invalid selector as it is passes, by CEL
+// ratcheting) still reaches the controller, which reports this in its Valid condition. The
+// first problem in field order is reported (matchLabels by key order, then matchExpressions
+// by index).
+func SelectorProblem(sel *LabelSelector) string {
 	const field = "spec.candidates.selector"
 	if sel == nil {
 		return field + ": required"
@@ -28,7 +30,7 @@ func SelectorProblem(sel *metav1.LabelSelector) string {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			return fmt.Sprintf("%s.matchLabels: invalid label key %q: %s", field, k, strings.Join(errs, "; "))
 		}
-		if errs := validation.IsValidLabelValue(sel.MatchLabels[k]); len(errs) > 0 {
+		if errs := validation.IsValidLabelValue(string(sel.MatchLabels[k])); len(errs) > 0 {
 			return fmt.Sprintf("%s.matchLabels[%q]: invalid label value %q: %s", field, k, sel.MatchLabels[k], strings.Join(errs, "; "))
 		}
 	}
@@ -48,7 +50,7 @@ func SelectorProblem(sel *metav1.LabelSelector) string {
 			}
 		}
 	}
-	if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+	if _, err := sel.AsSelector(); err != nil {
 		return fmt.Sprintf("%s: %v", field, err)
 	}
 	return ""

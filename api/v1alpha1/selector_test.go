@@ -10,34 +10,34 @@ import (
 )
 
 func TestSelectorProblem(t *testing.T) {
-	req := func(k string, op metav1.LabelSelectorOperator, vs ...string) metav1.LabelSelectorRequirement {
-		return metav1.LabelSelectorRequirement{Key: k, Operator: op, Values: vs}
+	req := func(k string, op metav1.LabelSelectorOperator, vs ...string) lockv1.LabelSelectorRequirement {
+		return lockv1.LabelSelectorRequirement{Key: k, Operator: op, Values: vs}
 	}
 	tests := []struct {
 		name string
-		sel  *metav1.LabelSelector
+		sel  *lockv1.LabelSelector
 		want string // "" means valid
 	}{
-		{"valid labels", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "example.com/tier": ""}}, ""},
-		{"valid expressions", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{"valid labels", &lockv1.LabelSelector{MatchLabels: map[string]lockv1.LabelValue{"app": "web", "example.com/tier": ""}}, ""},
+		{"valid expressions", &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{
 			req("app", metav1.LabelSelectorOpIn, "a", "b"), req("x", metav1.LabelSelectorOpExists)}}, ""},
 		{"missing", nil, "spec.candidates.selector: required"},
-		{"key with a space", &metav1.LabelSelector{MatchLabels: map[string]string{"app name": "x"}},
+		{"key with a space", &lockv1.LabelSelector{MatchLabels: map[string]lockv1.LabelValue{"app name": "x"}},
 			`spec.candidates.selector.matchLabels: invalid label key "app name": name part must consist of alphanumeric characters`},
-		{"first bad key in key order", &metav1.LabelSelector{MatchLabels: map[string]string{"z z": "x", "a a": "x"}},
+		{"first bad key in key order", &lockv1.LabelSelector{MatchLabels: map[string]lockv1.LabelValue{"z z": "x", "a a": "x"}},
 			`invalid label key "a a"`},
-		{"bad value", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x y"}},
+		{"bad value", &lockv1.LabelSelector{MatchLabels: map[string]lockv1.LabelValue{"app": "x y"}},
 			`spec.candidates.selector.matchLabels["app"]: invalid label value "x y"`},
-		{"bad prefix", &metav1.LabelSelector{MatchLabels: map[string]string{"Example.com/app": "x"}},
+		{"bad prefix", &lockv1.LabelSelector{MatchLabels: map[string]lockv1.LabelValue{"Example.com/app": "x"}},
 			`invalid label key "Example.com/app": prefix part`},
-		{"expression key", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{"expression key", &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{
 			req("app", metav1.LabelSelectorOpExists), req("-app", metav1.LabelSelectorOpExists)}},
 			`spec.candidates.selector.matchExpressions[1].key: invalid label key "-app"`},
-		{"expression operator", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req("app", "Near", "x")}},
+		{"expression operator", &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{req("app", "Near", "x")}},
 			`spec.candidates.selector.matchExpressions[0].operator: unsupported value "Near"`},
-		{"expression value", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req("app", metav1.LabelSelectorOpIn, "ok", "not ok")}},
+		{"expression value", &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{req("app", metav1.LabelSelectorOpIn, "ok", "not ok")}},
 			`spec.candidates.selector.matchExpressions[0].values[1]: invalid label value "not ok"`},
-		{"In without values", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req("app", metav1.LabelSelectorOpIn)}},
+		{"In without values", &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{req("app", metav1.LabelSelectorOpIn)}},
 			`spec.candidates.selector: `},
 	}
 	for _, tt := range tests {

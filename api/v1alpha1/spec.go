@@ -1,9 +1,5 @@
 package v1alpha1
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
-
 // Strategy says how the controller chooses a holder among eligible candidates.
 // +kubebuilder:validation:Enum=OldestReady;FirstReady;Preferred
 type Strategy string
@@ -96,13 +92,10 @@ type DistributedLockSpec struct {
 type Candidates struct {
 	// Selector matches candidate pods by label, as a Deployment's selector does. Required, and
 	// it must not be empty: a lock that selects every pod in the namespace is almost always a
-	// mistake. Keys and values must be valid label keys and values (the controller reports an
-	// invalid one in the Valid condition; the API server's rules cannot afford to check them).
+	// mistake. Keys and values must be valid label keys and values, and operators one of In,
+	// NotIn, Exists and DoesNotExist; the API server rejects anything else.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must have at least one matchLabels entry or matchExpressions requirement",reason=FieldValueRequired
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="every operator must be one of In, NotIn, Exists, DoesNotExist",fieldPath=".matchExpressions",reason=FieldValueInvalid
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",messageExpression="'matchExpressions[%d].values: must be non-empty for In and NotIn and empty for Exists and DoesNotExist'.format([self.matchExpressions.map(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)).indexOf(false)])",fieldPath=".matchExpressions",reason=FieldValueInvalid
-	Selector *metav1.LabelSelector `json:"selector"`
+	Selector *LabelSelector `json:"selector"`
 }
 
 // EffectiveLockDelaySeconds is spec.lockDelaySeconds, or spec.leaseDurationSeconds when unset.

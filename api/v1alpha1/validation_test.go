@@ -17,7 +17,7 @@ import (
 
 func validSpec() lockv1.DistributedLockSpec {
 	return lockv1.DistributedLockSpec{
-		Candidates: lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}},
+		Candidates: lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "x"})},
 	}
 }
 
@@ -101,17 +101,17 @@ func TestInvalidSpecsRejected(t *testing.T) {
 		{"lock delay below default lease", func(s *lockv1.DistributedLockSpec) { s.LockDelaySeconds = ptr.To[int32](5) },
 			"spec.lockDelaySeconds: Invalid value: must be at least leaseDurationSeconds, which is 15 (its default when unset); got 5"},
 		{"missing selector", func(s *lockv1.DistributedLockSpec) { s.Candidates.Selector = nil }, "spec.candidates.selector"},
-		{"empty selector", func(s *lockv1.DistributedLockSpec) { s.Candidates.Selector = &metav1.LabelSelector{} }, "spec.candidates.selector"},
+		{"empty selector", func(s *lockv1.DistributedLockSpec) { s.Candidates.Selector = &lockv1.LabelSelector{} }, "spec.candidates.selector"},
 		{"empty matchLabels", func(s *lockv1.DistributedLockSpec) {
-			s.Candidates.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{}}
+			s.Candidates.Selector = &lockv1.LabelSelector{MatchLabels: map[string]lockv1.LabelValue{}}
 		}, "spec.candidates.selector"},
 		{"bad selector operator", func(s *lockv1.DistributedLockSpec) {
-			s.Candidates.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			s.Candidates.Selector = &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{
 				{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"x"}}, {Key: "app", Operator: "Near", Values: []string{"x"}}}}
-		}, "spec.candidates.selector.matchExpressions: Invalid value: every operator must be one of In, NotIn, Exists, DoesNotExist"},
+		}, `spec.candidates.selector.matchExpressions[1].operator: Invalid value: unsupported value "Near"`},
 		{"In without values", func(s *lockv1.DistributedLockSpec) {
-			s.Candidates.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
-		}, "spec.candidates.selector"},
+			s.Candidates.Selector = &lockv1.LabelSelector{MatchExpressions: []lockv1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
+		}, "spec.candidates.selector.matchExpressions[0].values: Invalid value: must be non-empty for In and NotIn and empty for Exists and DoesNotExist"},
 		{"unknown strategy", func(s *lockv1.DistributedLockSpec) { s.Strategy = "Random" }, "spec.strategy"},
 		{"Preferred without preferredHolder", func(s *lockv1.DistributedLockSpec) { s.Strategy = lockv1.StrategyPreferred }, "spec.preferredHolder"},
 		{"preferredHolder without Preferred", func(s *lockv1.DistributedLockSpec) { s.PreferredHolder = "pod-0" }, "spec.preferredHolder"},

@@ -17,7 +17,8 @@ func newHistoryCommand(o *options) *cobra.Command {
 		Short: "Show a lock's last terms: token, holder, start, end, reason",
 		Long: `history prints status.history of one lock, newest first: the last 10 terms, each with
 its fencing token, holder pod, start and end (UTC, as the controller recorded them; for
-display only) and the reason the term began (Granted, Regranted) or ended.`,
+display only) and the reason the term began (Granted, Regranted) or ended. A term an operator
+ended (kubectl dlock release, reason OperatorRelease) shows the operator's --reason after it.`,
 		Example: `  kubectl dlock history payments-leader -n shop`,
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -47,9 +48,17 @@ func historyTable(terms []lockv1.Term, now time.Time) [][]string {
 			ended = utc(t.Ended.Time)
 			lasted = duration.HumanDuration(t.Ended.Sub(t.Acquired.Time))
 		}
-		rows = append(rows, []string{strconv.FormatInt(t.Token, 10), t.Holder, utc(t.Acquired.Time), ended, lasted, orDash(t.Reason)})
+		rows = append(rows, []string{strconv.FormatInt(t.Token, 10), t.Holder, utc(t.Acquired.Time), ended, lasted, termReason(t)})
 	}
 	return rows
+}
+
+// termReason is the term's reason, with the operator's own words when an operator ended it.
+func termReason(t lockv1.Term) string {
+	if t.Reason == lockv1.ReasonOperatorRelease && t.Message != "" {
+		return t.Reason + ": " + t.Message
+	}
+	return orDash(t.Reason)
 }
 
 func utc(t time.Time) string {

@@ -3,95 +3,37 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/controllers"
 	"github.com/lockwarden/lockwarden/internal/testenv"
-	"github.com/lockwarden/lockwarden/pkg/lease"
+	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 )
 
 // The verbs run in-process against a real kube-apiserver (envtest) with the real controller
-// granting locks from a real etcd, as controllers/suite_test.go does.
+// granting locks from a real etcd (internal/testenv/controllertest, as the controller's own
+// tests do).
 
 var (
 	env        *testenv.Env
-	etcd       *testenv.Etcd
 	k8s        client.Client // uncached: tests assert through a live client
 	kubeconfig string
-	seq        atomic.Int64
+	suite      *testenv.Suite
 )
 
 func TestMain(m *testing.M) {
-	code := testMain(m)
-	if code == 0 {
-		// client-go keeps idle keep-alive connections to the API server in its shared
-		// transport cache after a verb returns; they are closed when the process exits.
-		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*loggingT).flushDaemon"),
-			goleak.IgnoreAnyFunction("sigs.k8s.io/controller-runtime/pkg/log.(*loggerPromise).Fulfill"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntilWithContext.func1"),
-			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
-			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop")); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func testMain(m *testing.M) int {
-	ctrl.SetLogger(logr.Discard())
-	var err error
-	if env, err = testenv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	dir, err := os.MkdirTemp("", "kubectl-dlock-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if etcd, err = testenv.StartEtcd(env.Root, filepath.Join(dir, "etcd")); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer etcd.Stop()
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := env.Kubeconfig(kubeconfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if k8s, err = env.Client(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(controllertest.RunTests(m, testenv.SuiteOptions{Kubeconfig: true}, func(s *testenv.Suite) error {
+		suite, env, k8s, kubeconfig = s, s.Env, s.Client, s.Kubeconfig
+		return nil
+	}))
 }
 
 // dlock runs the plugin in-process against the test control plane.
@@ -118,56 +60,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("create namespace: %v", err)
 	}
 	f.ns = ns.Name
-	f.stop = f.startController()
-	t.Cleanup(func() { f.stop() })
+	f.stop = controllertest.ForNamespace(t, suite, f.ns)
 	return f
-}
-
-// startController runs a manager with the lockwarden controller for the fixture's
-// namespace; the returned func stops it and waits.
-func (f *fixture) startController() func() {
-	f.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		f.t.Fatalf("etcd client: %v", err)
-	}
-	scheme, err := testenv.Scheme()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	mgr, err := manager.New(env.Config, manager.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
-	})
-	if err != nil {
-		f.t.Fatalf("manager: %v", err)
-	}
-	engine := lease.NewEngine(cli, lease.WithPrefix(fmt.Sprintf("/kubectl-dlock-test/%d", seq.Add(1))))
-	active, err := controllers.NewActive(controllers.ActiveConfig{
-		Engine: engine, Manager: mgr, Identity: "test", ElectionTTL: 3 * time.Second, GrantTTL: 13 * time.Second,
-		MaxConcurrentReconciles: 2, Metrics: controllers.NewMetrics(prometheus.NewRegistry()), Retry: 100 * time.Millisecond,
-	})
-	if err != nil {
-		f.t.Fatalf("controller config: %v", err)
-	}
-	if err := active.AddToManager(context.Background()); err != nil {
-		f.t.Fatalf("add controller: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once atomic.Bool
-	return func() {
-		if once.Swap(true) {
-			return
-		}
-		cancel()
-		if err := <-done; err != nil && !strings.Contains(err.Error(), "context canceled") {
-			f.t.Errorf("manager stopped: %v", err)
-		}
-		_ = cli.Close()
-	}
 }
 
 // pod creates a pod labelled app=<app> and writes status as a kubelet or scheduler would.
@@ -234,19 +128,7 @@ func (f *fixture) editPod(p *corev1.Pod, mutate func(*corev1.Pod)) {
 // lock creates a lock selecting app=<app>.
 func (f *fixture) lock(name, app string, mutate func(*lockv1.DistributedLockSpec)) {
 	f.t.Helper()
-	l := &lockv1.DistributedLock{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
-		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
-			LeaseDurationSeconds: 2,
-		},
-	}
-	if mutate != nil {
-		mutate(&l.Spec)
-	}
-	if err := k8s.Create(context.Background(), l); err != nil {
-		f.t.Fatalf("create lock %s: %v", name, err)
-	}
+	controllertest.CreateLock(f.t, k8s, f.ns, name, app, mutate)
 }
 
 // get reads the lock through the live client.

@@ -88,11 +88,15 @@ func TestHistoryTable(t *testing.T) {
 	terms := []lockv1.Term{
 		{Holder: "web-1", Token: 50, Acquired: metav1.NewTime(t0.Add(-5 * time.Minute)), Reason: lockv1.ReasonGranted},
 		{Holder: "web-0", Token: 42, Acquired: metav1.NewTime(t0.Add(-time.Hour)), Ended: &ended, Reason: lockv1.ReasonHolderTerminated},
+		{Holder: "web-2", Token: 40, Acquired: metav1.NewTime(t0.Add(-2 * time.Hour)), Ended: &ended, Reason: lockv1.ReasonOperatorRelease, Message: "drain node-3"},
+		{Holder: "web-3", Token: 39, Acquired: metav1.NewTime(t0.Add(-2 * time.Hour)), Ended: &ended, Reason: lockv1.ReasonOperatorRelease},
 	}
 	want := [][]string{
 		{"TOKEN", "HOLDER", "STARTED", "ENDED", "LASTED", "REASON"},
 		{"50", "web-1", "2026-12-01T11:55:00Z", "(open)", "5m so far", "Granted"},
 		{"42", "web-0", "2026-12-01T11:00:00Z", "2026-12-01T11:50:00Z", "50m", "HolderTerminated"},
+		{"40", "web-2", "2026-12-01T10:00:00Z", "2026-12-01T11:50:00Z", "110m", "OperatorRelease: drain node-3"},
+		{"39", "web-3", "2026-12-01T10:00:00Z", "2026-12-01T11:50:00Z", "110m", "OperatorRelease"},
 	}
 	if got := historyTable(terms, t0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("historyTable =\n%v\nwant\n%v", got, want)
@@ -119,7 +123,7 @@ func TestPlanRelease(t *testing.T) {
 		{"suspended", testLock(func(l *lockv1.DistributedLock) { l.Status = lockv1.DistributedLockStatus{Phase: lockv1.PhaseSuspended} }), "has no holder", 0, false},
 		{"already releasing", testLock(releasing(0, 15)), "already Releasing", 0, false},
 	} {
-		p, err := planRelease(tc.lock)
+		p, err := planRelease(tc.lock, "")
 		switch {
 		case tc.refused == "" && err != nil:
 			t.Errorf("%s: planRelease = %v, want allowed", tc.name, err)
@@ -127,6 +131,42 @@ func TestPlanRelease(t *testing.T) {
 			t.Errorf("%s: planRelease error = %v, want ErrRefused saying %q", tc.name, err, tc.refused)
 		case tc.refused == "" && (p.token != 42 || p.holder != "web-0" || p.wait != tc.wait || p.already != tc.already):
 			t.Errorf("%s: plan = %+v, want token 42, web-0, wait %d, already %v", tc.name, p, tc.wait, tc.already)
+		}
+	}
+}
+
+// TestPlanReleasePreferred: releasing the preferred holder says the lock returns to it, and
+// --prefer moves the preference instead (refused without strategy Preferred or naming the
+// holder itself).
+func TestPlanReleasePreferred(t *testing.T) {
+	preferred := func(l *lockv1.DistributedLock) {
+		l.Spec.Strategy, l.Spec.PreferredHolder = lockv1.StrategyPreferred, "web-0"
+	}
+	for _, tc := range []struct {
+		name    string
+		lock    *lockv1.DistributedLock
+		prefer  string
+		usage   string // "" when allowed
+		returns bool
+	}{
+		{"preferred holder released", testLock(preferred), "", "", true},
+		{"another preferred pod", testLock(func(l *lockv1.DistributedLock) {
+			preferred(l)
+			l.Spec.PreferredHolder = "web-1"
+		}), "", "", false},
+		{"OldestReady", testLock(nil), "", "", false},
+		{"--prefer another pod", testLock(preferred), "web-1", "", false},
+		{"--prefer the holder", testLock(preferred), "web-0", "names the holder being released", false},
+		{"--prefer without Preferred", testLock(nil), "web-1", "--prefer needs strategy Preferred", false},
+	} {
+		p, err := planRelease(tc.lock, tc.prefer)
+		switch {
+		case tc.usage == "" && err != nil:
+			t.Errorf("%s: planRelease = %v, want allowed", tc.name, err)
+		case tc.usage != "" && (err == nil || !strings.Contains(err.Error(), tc.usage)):
+			t.Errorf("%s: planRelease error = %v, want one saying %q", tc.name, err, tc.usage)
+		case tc.usage == "" && (p.returns != tc.returns || p.prefer != tc.prefer):
+			t.Errorf("%s: plan = %+v, want returns %v, prefer %q", tc.name, p, tc.returns, tc.prefer)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/controllers"
 )
 
 const consequence = `Consequence: nothing ended these terms. The grants left in etcd expire with the manager's
@@ -26,7 +25,7 @@ func newUnfinalizeCommand(o *options) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "unfinalize NAME|--all --manager-gone",
 		Short: "Drop the lockwarden.io/release finalizer when the manager is gone (uninstall)",
-		Long: `unfinalize removes the finalizer ` + controllers.Finalizer + ` from a lock (or from every lock of
+		Long: `unfinalize removes the finalizer ` + lockv1.Finalizer + ` from a lock (or from every lock of
 the namespace with --all, of every namespace with --all --all-namespaces), so that a lock,
 its namespace and the CRD can be deleted after the manager was removed. A lock being deleted
 disappears at once; any other lock can then be deleted without the manager.
@@ -110,11 +109,11 @@ func (s *session) unfinalize(ctx context.Context, out io.Writer, locks []lockv1.
 // dropFinalizer removes the finalizer from l (updating l), reporting whether it was there.
 func (s *session) dropFinalizer(ctx context.Context, l *lockv1.DistributedLock) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		if !slices.Contains(l.Finalizers, controllers.Finalizer) {
+		if !slices.Contains(l.Finalizers, lockv1.Finalizer) {
 			return false, nil
 		}
 		orig := l.DeepCopy()
-		l.Finalizers = slices.DeleteFunc(slices.Clone(l.Finalizers), func(f string) bool { return f == controllers.Finalizer })
+		l.Finalizers = slices.DeleteFunc(slices.Clone(l.Finalizers), func(f string) bool { return f == lockv1.Finalizer })
 		err := s.c.Patch(ctx, l, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil:
@@ -136,7 +135,7 @@ func unfinalizeOutcome(l *lockv1.DistributedLock, dropped bool) string {
 	var s string
 	switch {
 	case !dropped:
-		return "no " + controllers.Finalizer + " finalizer: nothing to do"
+		return "no " + lockv1.Finalizer + " finalizer: nothing to do"
 	case l.DeletionTimestamp != nil:
 		s = "finalizer removed; the lock was being deleted and is gone now"
 	default:

@@ -157,6 +157,10 @@ func TestRelease(t *testing.T) {
 	if want := "full lock delay of 20 s"; !strings.Contains(out, want) {
 		t.Errorf("release output does not say %q:\n%s", want, out)
 	}
+	f.waitFor("lock", "Releasing", func(l *lockv1.DistributedLock) bool { return l.Status.Phase == lockv1.PhaseReleasing })
+	if _, out, _ := dlock(t, "history", "lock", "-n", f.ns); !regexp.MustCompile(`\(open\).*OperatorRelease: move off node-3\n`).MatchString(out) {
+		t.Errorf("history of a term an operator is ending does not show the operator's reason:\n%s", out)
+	}
 
 	f.lock("empty", "nobody", nil)
 	f.waitFor("empty", "Pending", func(l *lockv1.DistributedLock) bool { return l.Status.Phase == lockv1.PhasePending })
@@ -184,6 +188,40 @@ func TestRelease(t *testing.T) {
 	if _, out, _ := dlock(t, "get", "ending", "-n", f.ns); !regexp.MustCompile(`Releasing\s+(9m[0-9]+s|10m)\s`).MatchString(out) {
 		t.Errorf("get of a Releasing lock with a 600 s delay shows no WAIT-LEFT near 10m:\n%s", out)
 	}
+}
+
+// TestReleasePreferred (issue 25): releasing the preferred holder says the lock will return
+// to it; --prefer moves spec.preferredHolder in the same request, so the next holder keeps it.
+func TestReleasePreferred(t *testing.T) {
+	f := newFixture(t)
+	f.pod("p-0", "p", runningReady)
+	f.pod("p-1", "p", runningReady)
+	f.lock("lock", "p", func(s *lockv1.DistributedLockSpec) {
+		s.Strategy, s.PreferredHolder = lockv1.StrategyPreferred, "p-0"
+		s.LeaseDurationSeconds = 2
+	})
+	f.waitFor("lock", "held by p-0", heldBy("p-0"))
+	code, out, _ := dlock(t, "release", "lock", "-n", f.ns, "--reason", "drain node-3")
+	if code != exitOK || !strings.Contains(out, "the lock returns to p-0") || !strings.Contains(out, "--prefer POD") {
+		t.Errorf("release of the preferred holder = %d:\n%s\nwant it to say the lock returns to p-0 and offer --prefer", code, out)
+	}
+
+	f.lock("moved", "p", func(s *lockv1.DistributedLockSpec) {
+		s.Strategy, s.PreferredHolder = lockv1.StrategyPreferred, "p-0"
+		s.LeaseDurationSeconds = 2
+	})
+	f.waitFor("moved", "held by p-0", heldBy("p-0"))
+	if code, _, errOut := dlock(t, "release", "moved", "-n", f.ns, "--reason", "x", "--prefer", "p-0"); code != exitUsage || !strings.Contains(errOut, "names the holder") {
+		t.Errorf("release --prefer of the holder itself = %d %q, want %d", code, errOut, exitUsage)
+	}
+	code, out, _ = dlock(t, "release", "moved", "-n", f.ns, "--reason", "drain node-3", "--prefer", "p-1")
+	if code != exitOK || !strings.Contains(out, "spec.preferredHolder is now p-1") {
+		t.Errorf("release --prefer p-1 = %d:\n%s", code, out)
+	}
+	if l := f.get("moved"); l.Spec.PreferredHolder != "p-1" || l.Annotations[lockv1.AnnotationReleaseReason] != "drain node-3" {
+		t.Errorf("after release --prefer p-1: preferredHolder %q, annotations %v; want p-1 and the release", l.Spec.PreferredHolder, l.Annotations)
+	}
+	f.waitFor("moved", "held by p-1", heldBy("p-1"))
 }
 
 // TestUnfinalize (issue 15 item 1): with the manager gone a deleted lock stays; unfinalize

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/controllers"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 func newWhyCommand(o *options) *cobra.Command {
@@ -23,8 +23,8 @@ func newWhyCommand(o *options) *cobra.Command {
 		Short: "Explain each candidate: eligible or not and why, and who is granted next",
 		Long: `why reads the lock and its candidate pods (the pods of its namespace that
 spec.candidates.selector matches) from the API server, and judges each pod with the
-controller's own rules (controllers.Explain): eligible means Running, Ready=True and not
-being deleted. Candidates are listed in the order spec.strategy prefers them; the first
+controller's own rules (pkg/eligibility, which the controller grants by): eligible means
+Running, Ready=True and not being deleted. Candidates are listed in the order spec.strategy prefers them; the first
 eligible one is granted next (now when the lock has no holder, when the current term ends
 otherwise). A published holder the selector no longer matches is listed too.`,
 		Example: `  kubectl dlock why payments-leader -n shop`,
@@ -42,7 +42,7 @@ otherwise). A published holder the selector no longer matches is listed too.`,
 			if err != nil {
 				return err
 			}
-			return writeWhy(o.out, l, controllers.Explain(&l.Spec, &l.Status, pods), holderGone)
+			return writeWhy(o.out, l, eligibility.Explain(&l.Spec, &l.Status, pods), holderGone)
 		},
 	}
 }
@@ -52,7 +52,7 @@ otherwise). A published holder the selector no longer matches is listed too.`,
 // holder's name and UID.
 func (s *session) candidates(ctx context.Context, l *lockv1.DistributedLock) (pods []corev1.Pod, holderGone bool, err error) {
 	if sel := l.Spec.Candidates.Selector; sel != nil {
-		selector, err := metav1.LabelSelectorAsSelector(sel)
+		selector, err := sel.AsSelector()
 		if err == nil {
 			var list corev1.PodList
 			if err := s.c.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
@@ -84,7 +84,7 @@ func (s *session) candidates(ctx context.Context, l *lockv1.DistributedLock) (po
 }
 
 // writeWhy prints the explanation: a header, one row per candidate, and who is next.
-func writeWhy(w io.Writer, l *lockv1.DistributedLock, ex controllers.Explanation, holderGone bool) error {
+func writeWhy(w io.Writer, l *lockv1.DistributedLock, ex eligibility.Explanation, holderGone bool) error {
 	st := &l.Status
 	strategy := l.Spec.Strategy
 	if strategy == lockv1.StrategyPreferred {
@@ -118,14 +118,14 @@ func writeWhy(w io.Writer, l *lockv1.DistributedLock, ex controllers.Explanation
 	return nil
 }
 
-func reasonText(c controllers.Candidate) string {
+func reasonText(c eligibility.Candidate) string {
 	if c.Detail == "" {
 		return c.Reason
 	}
 	return c.Reason + ": " + c.Detail
 }
 
-func roles(c controllers.Candidate, ex controllers.Explanation) string {
+func roles(c eligibility.Candidate, ex eligibility.Explanation) string {
 	var r []string
 	if c.Holder {
 		r = append(r, "holder")

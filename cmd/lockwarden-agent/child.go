@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"syscall"
 	"time"
@@ -19,44 +18,20 @@ const (
 	killLead = 250 * time.Millisecond
 )
 
-// child is cmd running in a process group of its own (its PID is the group's ID).
+// child is cmd running in a process group of its own (its PID is the group's ID), started
+// through a guard on Linux (guard_linux.go).
 type child struct {
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd // the guard (Linux), or cmd itself
 	pgid   int
-	exited chan struct{} // closed once cmd.Wait has returned
+	exited chan struct{} // closed once cmd has exited (the guard reported it, or ended)
 	state  *syscall.WaitStatus
-	err    error // from cmd.Wait, when not an exit status
-}
-
-// startChild starts argv with env in a new process group, stdin from /dev/null.
-func startChild(argv, env []string, stdout, stderr io.Writer) (*child, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil, fmt.Errorf("start %s: %w", argv[0], errCmdNotFound)
-		}
-		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) {
-			return nil, fmt.Errorf("start %s: %w: %w", argv[0], errCmdNotExecutable, err)
-		}
-		return nil, fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	c := &child{cmd: cmd, pgid: cmd.Process.Pid, exited: make(chan struct{})}
-	go func() {
-		err := cmd.Wait()
-		if ps := cmd.ProcessState; ps != nil {
-			if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
-				c.state = &ws
-			}
-		}
-		if c.state == nil {
-			c.err = err
-		}
-		close(c.exited)
-	}()
-	return c, nil
+	err    error // when cmd's exit status is unknown
+	// guardDone is closed once the guard has exited: it waits until cmd's group is empty and
+	// no descendant of cmd is left. Off Linux, where cmd has no guard, it is exited.
+	guardDone chan struct{}
+	// guarded: cmd runs under a guard (Linux), which takes the stop's requests
+	// (guardTermEscaped, guardKillAll).
+	guarded bool
 }
 
 // pid is the child's process ID.
@@ -70,12 +45,38 @@ func (c *child) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// gone reports whether the child has been reaped and no process is left in its group. A
-// member the agent inherited (the agent is PID 1 of its container, or a subreaper) is reaped
-// here; one that left the group (setsid, setpgid) is not tracked.
+// tellGuard sends the guard one of the stop's requests; nothing without a guard, or once the
+// guard has exited (os.Process signals through a pidfd: never another process).
+func (c *child) tellGuard(sig syscall.Signal) {
+	if c.guarded {
+		_ = c.cmd.Process.Signal(sig)
+	}
+}
+
+// accounted reports, once gone, whether the guard ended by its own rule: it exited 0 after
+// cmd's group was empty and no descendant of cmd was left. A guard killed by someone (the OOM
+// killer, a stray signal) may leave descendants that left the group: nothing then vouches that
+// the work stopped. Without a guard (off Linux) the group is all that is known.
+func (c *child) accounted() bool {
+	if !c.guarded {
+		return true
+	}
+	ps := c.cmd.ProcessState
+	return ps != nil && ps.Success()
+}
+
+// gone reports whether the child has been reaped, no process is left in its group, and (on
+// Linux) the guard has exited, which it does only once no descendant of cmd is left (processes
+// that left the group included, guard_linux.go). A member the agent inherited after the guard
+// ended (the agent is PID 1 of its container, or a subreaper) is reaped here.
 func (c *child) gone() bool {
 	select {
 	case <-c.exited:
+	default:
+		return false
+	}
+	select {
+	case <-c.guardDone:
 	default:
 		return false
 	}
@@ -89,20 +90,24 @@ func (c *child) gone() bool {
 	return errors.Is(unix.Kill(-c.pgid, 0), unix.ESRCH)
 }
 
-// stop sends SIGTERM to the group, and SIGKILL at killAt if any member is left then; it
-// returns only once the child is reaped and its group is empty, sending SIGKILL again every
-// second, and calls stuck once when members are left a second after the first SIGKILL (a
-// process in uninterruptible sleep dies when it leaves it). Returning means nothing of the
-// group runs any more, which is what a release promises.
+// stop sends SIGTERM to the group and (through the guard) to every descendant of cmd that
+// left it, and SIGKILL to all of them at killAt if anything is left then; it returns only once
+// the child is reaped, its group is empty and the guard has exited (no descendant left),
+// sending SIGKILL to the group again every second, and calls stuck once when something is left
+// a second after the first SIGKILL (a process in uninterruptible sleep dies when it leaves
+// it). Returning means nothing cmd started runs any more, which is what a release promises
+// (if accounted: see there).
 func (c *child) stop(killAt time.Time, stuck func(error)) error {
 	err := c.signal(syscall.SIGTERM)
+	c.tellGuard(guardTermEscaped)
 	if c.waitGone(killAt) {
 		return err
 	}
 	err = errors.Join(err, c.signal(syscall.SIGKILL))
+	c.tellGuard(guardKillAll)
 	for warned := false; !c.waitGone(time.Now().Add(time.Second)); warned = true {
 		if !warned {
-			stuck(fmt.Errorf("process group %d: members left a second after SIGKILL", c.pgid))
+			stuck(fmt.Errorf("process group %d: members or descendants left a second after SIGKILL", c.pgid))
 		}
 		_ = c.signal(syscall.SIGKILL)
 	}

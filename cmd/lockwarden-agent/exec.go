@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
@@ -30,14 +31,33 @@ type supervisor struct {
 	// quit ends the agent with an exit code and an error (nil: the child's own exit).
 	quit func(code int, err error)
 
+	// ran is the highest token a child was started under; only lead (the elector's callback
+	// goroutine) uses it.
+	ran int64
+
 	mu      sync.Mutex
 	refused error // why the open term is refused; guarded by mu
 }
 
 // lead runs the child while the term of token lasts; it returns after the child is gone.
+//
+// A child runs at most once under a token. Every resource the child fenced admitted the
+// token from its writer ($LOCKWARDEN_WRITER), so a second child under the same token (another
+// writer) would be refused there and could only exit; and the first child's late writes
+// could pass a resource it had not reached. So when the child is stopped for want of
+// validity (no confirming read), the agent abandons the token at once: readiness fails while
+// the lock names the pod with it, the controller ends the term, and the child starts again
+// only for a new token. A token led again after its term ended (a read confirmed it once
+// more) is abandoned the same way, without a child.
 func (s *supervisor) lead(ctx context.Context, token int64) {
 	vu := s.el.ValidUntil()
 	if ctx.Err() != nil {
+		return
+	}
+	if token <= s.ran {
+		s.el.Abandon(token)
+		s.log.Info("term led again under a token a child already ran under: abandoned without starting one (the controller ends the term; a new token starts the child)", "token", token)
+		<-ctx.Done()
 		return
 	}
 	if err := refuseTerm(time.Until(vu), s.o.grace); err != nil {
@@ -55,15 +75,22 @@ func (s *supervisor) lead(ctx context.Context, token int64) {
 	for {
 		select {
 		case <-ctx.Done():
-			if c != nil {
-				s.stop(c, token, "term ended", last)
+			if c == nil {
+				return
 			}
+			select {
+			case <-exited:
+				// It exited by itself as the term ended: its exit wins, so that a child
+				// refused for its token is abandoned, never released.
+				s.exitedInTerm(c, token, last)
+				return
+			default:
+			}
+			s.stop(c, token, "term ended", last)
+			s.vouch(c, token)
 			return
 		case <-exited:
-			code := exitCode(c.state)
-			s.log.Info("child exited by itself during the term: the agent exits with its code", "pid", c.pid(), "token", token, "code", code)
-			s.stop(c, token, "child exited", last) // what is left of its group
-			s.quit(code, c.err)
+			s.exitedInTerm(c, token, last)
 			return
 		case <-timer.C:
 		}
@@ -84,16 +111,42 @@ func (s *supervisor) lead(ctx context.Context, token int64) {
 				<-ctx.Done()
 				return
 			}
+			s.ran = token
 			exited = c.exited
 			s.log.Info("child started", "pid", c.pid(), "token", token, "validFor", left.Round(time.Millisecond))
 			timer.Reset(left - s.o.grace)
 		case stepStop:
+			// No second child under this token (see above): end the term for this process
+			// now, so that readiness fails and the controller moves on, then stop the child.
+			s.el.Abandon(token)
+			s.log.Info("validity ending without a confirming read: the term is abandoned; the child starts again only for a new token", "token", token)
 			s.stop(c, token, "validity ending without a confirming read", last)
-			c, exited = nil, nil
-			timer.Reset(recheck)
+			<-ctx.Done() // Abandon ends the term
+			return
 		default:
 			timer.Reset(after)
 		}
+	}
+}
+
+// exitedInTerm handles a child that exited by itself during the term (or as it ended): why it
+// exited is its own business (done, crashed, or its resource refused the token because another
+// writer presented it first), so the agent does not vouch for this term any more, never
+// releases it, stops what is left of it, and exits with the child's code.
+func (s *supervisor) exitedInTerm(c *child, token int64, last time.Time) {
+	code := exitCode(c.state)
+	s.el.Abandon(token)
+	s.log.Info("child exited by itself during the term: the agent ends the term without a release and exits with its code", "pid", c.pid(), "token", token, "code", code)
+	s.stop(c, token, "child exited", last) // what is left of it
+	s.quit(code, c.err)
+}
+
+// vouch abandons token, so that no release goes out for it, when the child's guard did not
+// account for everything the child started (see child.accounted).
+func (s *supervisor) vouch(c *child, token int64) {
+	if !c.accounted() {
+		s.el.Abandon(token)
+		s.log.Info("the child's guard did not end by its own rule (killed?): descendants of the child may be left, so the term is abandoned, not released", "pid", c.pid(), "token", token)
 	}
 }
 
@@ -111,11 +164,15 @@ func (s *supervisor) stop(c *child, token int64, reason string, validUntil time.
 	s.log.Info("child stopped", "pid", c.pid(), "token", token, "after", time.Since(now).Round(time.Millisecond))
 }
 
-// childEnv is the agent's environment plus the term's variables.
+// childEnv is the agent's environment plus the term's variables for a child about to start:
+// LOCKWARDEN_WRITER is a writer ID of its own (the pod UID and an incarnation drawn for this
+// child), so that a child started again in the same term is another writer than the one
+// before it, whose writes may still be on their way.
 func (s *supervisor) childEnv(token int64) []string {
 	env := append([]string(nil), s.env...)
 	return append(env,
 		"LOCKWARDEN_TOKEN="+strconv.FormatInt(token, 10),
+		"LOCKWARDEN_WRITER="+writer.ID(s.o.identity, writer.NewIncarnation()),
 		"LOCKWARDEN_LOCK="+s.o.namespace+"/"+s.o.lock)
 }
 

@@ -28,12 +28,23 @@ func execArgs(t *testing.T) []string {
 // (its proxy holds every request) while its child, which ignores SIGTERM and has a
 // grandchild in its process group that ignores it too, runs. The agent must signal the group
 // with SIGTERM at ValidUntil - grace and kill it by ValidUntil: every process is seen dead
-// before the validity its last read could have given. When the API server is reachable
-// again, the term is confirmed again and the child starts again with the same token.
+// before the validity its last read could have given. The agent abandons the token as it
+// stops the child (a second child under it would be another writer, refused wherever the
+// first one fenced), so its readiness fails and, with the kubelet's readiness probe
+// (followReadiness), the controller ends the term. When the API server is reachable again the
+// child does not start again under that token, only under the new token the pod is granted.
 func TestExecStopsWhenAPIServerUnreachable(t *testing.T) {
 	f := newFixture(t)
 	p := f.pod("worker-0")
-	a := f.startAgent(p, execArgs(t), childIgnoreTermEnv+"=1", childGrandchildEnv+"=1")
+	probe := probeAddress(t)
+	args := execArgs(t)
+	for i, a := range args {
+		if a == "--probe-address" {
+			args[i+1] = probe
+		}
+	}
+	a := f.startAgent(p, args, childIgnoreTermEnv+"=1", childGrandchildEnv+"=1")
+	f.followReadiness(p, probe)
 	w := watch(t, a)
 	eventually(t, 30*time.Second, func() bool { return len(a.started("start")) == 1 && len(a.started("grandchild")) == 1 },
 		func() string { return fmt.Sprintf("no child and grandchild started; agent log:\n%s", a.out) })
@@ -58,12 +69,19 @@ func TestExecStopsWhenAPIServerUnreachable(t *testing.T) {
 	checkWithinValidity(t, f, a, w)
 
 	a.proxy.SetMode(apiproxy.Pass)
-	eventually(t, 3*validFor(), func() bool { return len(a.started("start")) == 2 && len(a.started("grandchild")) == 2 },
+	// Not ready while the lock names the pod with the abandoned token (Held, then Releasing
+	// through the lock delay); a new token after it.
+	eventually(t, 3*validFor()+leaseSeconds*time.Second, func() bool { return len(a.started("start")) == 2 && len(a.started("grandchild")) == 2 },
 		func() string {
 			return fmt.Sprintf("child not started again after the API server came back; agent log:\n%s", a.out)
 		})
-	if again := a.started("start")[1]; again.token != first.token {
-		t.Errorf("child restarted with token %d, want the term's token %d (the pod still holds the lock)", again.token, first.token)
+	if again := a.started("start")[1]; again.token <= first.token {
+		t.Errorf("child started again with token %d, want a new token above %d: a child runs once under a token", again.token, first.token)
+	}
+	for _, h := range f.get().Status.History {
+		if h.Token == first.token && h.Reason != lockv1.ReasonHolderNotReady {
+			t.Errorf("term of token %d ended %q, want %s (the agent's readiness failed once it abandoned the token)", first.token, h.Reason, lockv1.ReasonHolderNotReady)
+		}
 	}
 	a.cancel()
 	if code := a.wait(t, 10*time.Second); code != exitOK {
@@ -196,10 +214,10 @@ func httpGet(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestExecReleaseOnStop: with --release-on-stop, an agent told to stop (a pod deletion's
-// SIGTERM) stops its child, then releases the lock: the controller ends the term as
-// HolderReleased and grants the other pod without the lock delay; its child starts only after
-// the first one is dead.
+// TestExecReleaseOnStop: by default (--release-on-stop), an agent told to stop (a pod
+// deletion's SIGTERM) stops its child, then releases the lock: the controller ends the term
+// as HolderReleased and grants the other pod without the lock delay; its child starts only
+// after the first one is dead.
 func TestExecReleaseOnStop(t *testing.T) {
 	f := newFixture(t)
 	p0 := f.pod("worker-0")
@@ -208,7 +226,7 @@ func TestExecReleaseOnStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"exec", "--grace", "1s", "--probe-address", "0", "--release-on-stop", "--", self}
+	args := []string{"exec", "--grace", "1s", "--probe-address", "0", "--", self}
 	a0 := f.startAgent(p0, args)
 	w0 := watch(t, a0)
 	eventually(t, 30*time.Second, func() bool { return len(a0.started("start")) == 1 },
@@ -242,4 +260,30 @@ func TestExecReleaseOnStop(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return w1.allDead(1) }, func() string { return "worker-1's child left" })
 	checkWithinValidity(t, f, a0, w0)
 	checkWithinValidity(t, f, a1, w1)
+}
+
+// TestExecReleaseOnStopOff: with --release-on-stop=false, an agent told to stop sends no
+// release: the term ends the slow way (the pod's deletion is not attested here, so Releasing
+// and the lock delay), never as HolderReleased.
+func TestExecReleaseOnStopOff(t *testing.T) {
+	f := newFixture(t)
+	p0 := f.pod("worker-0")
+	self, err := osExecutable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a0 := f.startAgent(p0, []string{"exec", "--grace", "1s", "--probe-address", "0", "--release-on-stop=false", "--", self})
+	eventually(t, 30*time.Second, func() bool { return len(a0.started("start")) == 1 },
+		func() string { return fmt.Sprintf("worker-0's child not started; log:\n%s", a0.out) })
+	token := a0.started("start")[0].token
+	a0.cancel()
+	if code := a0.wait(t, 10*time.Second); code != exitOK {
+		t.Errorf("worker-0's agent exited %d, want %d", code, exitOK)
+	}
+	if strings.Contains(a0.out.String(), `"msg"="release sent"`) {
+		t.Errorf("agent with --release-on-stop=false sent a release; log:\n%s", a0.out)
+	}
+	if l := f.get(); l.Annotations[lockv1.AnnotationHolderRelease] != "" {
+		t.Errorf("lock annotated %q after a stop with --release-on-stop=false, want no release of token %d", l.Annotations[lockv1.AnnotationHolderRelease], token)
+	}
 }

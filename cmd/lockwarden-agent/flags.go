@@ -52,9 +52,13 @@ type execOptions struct {
 // sidecarOptions configure sidecar mode.
 type sidecarOptions struct {
 	common
-	listen      string
-	tokenFile   string
-	minValidity time.Duration
+	listen        string
+	tokenFile     string
+	minValidity   time.Duration
+	releaseOnStop bool
+	// nativeSidecar declares that the agent runs as a native sidecar (an init container with
+	// restartPolicy Always): the release on stop requires it.
+	nativeSidecar bool
 }
 
 // flagSet is a flag set for mode with the common flags in c.
@@ -90,7 +94,7 @@ func parseExec(args, environ []string, out io.Writer) (execOptions, error) {
 	fs := flagSet("exec", &o.common)
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.probe, "probe-address", defaultProbe, "")
-	fs.BoolVar(&o.releaseOnStop, "release-on-stop", false, "")
+	fs.BoolVar(&o.releaseOnStop, "release-on-stop", true, "")
 	if err := parse(fs, args, out); err != nil {
 		return o, err
 	}
@@ -122,6 +126,8 @@ func parseSidecar(args, environ []string, out io.Writer) (sidecarOptions, error)
 	fs.StringVar(&o.listen, "listen", defaultListen, "")
 	fs.StringVar(&o.tokenFile, "token-file", "", "")
 	fs.DurationVar(&o.minValidity, "min-validity", defaultMinValidity, "")
+	fs.BoolVar(&o.releaseOnStop, "release-on-stop", true, "")
+	fs.BoolVar(&o.nativeSidecar, "native-sidecar", false, "")
 	if err := parse(fs, args, out); err != nil {
 		return o, err
 	}

@@ -11,38 +11,26 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/controllers"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/internal/podsim"
 	"github.com/lockwarden/lockwarden/internal/testenv"
+	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
-	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
 // leaseSeconds is the tests' lock lease: short, so that a term ends within seconds, and long
 // enough for grace 1s (a term starts with about L - margin = 4.5 s of validity).
 const leaseSeconds = 6
-
-var seq atomic.Int64
 
 // validFor is how long one confirming read keeps a term valid: L - margin.
 func validFor() time.Duration {
@@ -72,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 	l := &lockv1.DistributedLock{
 		ObjectMeta: metav1.ObjectMeta{Name: f.lock, Namespace: f.ns},
 		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "worker"}}},
+			Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "worker"})},
 			LeaseDurationSeconds: leaseSeconds,
 		},
 	}
@@ -83,49 +71,8 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// startController runs a manager with the lockwarden controller limited to the namespace.
-func (f *fixture) startController() {
-	t := f.t
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	scheme, err := testenv.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := manager.New(env.Config, manager.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
-	})
-	if err != nil {
-		t.Fatalf("manager: %v", err)
-	}
-	engine := lease.NewEngine(cli, lease.WithPrefix(fmt.Sprintf("/lockwarden-agent-test/%d", seq.Add(1))))
-	active, err := controllers.NewActive(controllers.ActiveConfig{
-		Engine: engine, Manager: mgr, Identity: "controller", ElectionTTL: 3 * time.Second, GrantTTL: 13 * time.Second,
-		MaxConcurrentReconciles: 2, Metrics: controllers.NewMetrics(prometheus.NewRegistry()), Retry: 100 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatalf("controller config: %v", err)
-	}
-	if err := active.AddToManager(context.Background()); err != nil {
-		t.Fatalf("add controller: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !strings.Contains(err.Error(), "context canceled") {
-			t.Errorf("controller stopped: %v", err)
-		}
-		_ = cli.Close()
-	})
-}
+// startController runs the lockwarden controller for the namespace until the test's cleanup.
+func (f *fixture) startController() { controllertest.ForNamespace(f.t, suite, f.ns) }
 
 // pod creates a Running and Ready candidate pod.
 func (f *fixture) pod(name string) *corev1.Pod {
@@ -233,16 +180,7 @@ func (f *fixture) startAgent(p *corev1.Pod, args []string, childEnv ...string) *
 		t.Fatalf("start proxy: %v", err)
 	}
 	a.proxy = proxy
-	kubeconfig := filepath.Join(f.dir, p.Name+".kubeconfig")
-	pc := proxy.Config()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: pc.Host, CertificateAuthorityData: pc.CAData}
-	kc.AuthInfos["agent"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "agent"}
-	kc.CurrentContext = "proxy"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatalf("write kubeconfig: %v", err)
-	}
+	kubeconfig := f.kubeconfigFor(proxy, p.Name)
 	mode, rest := args[0], args[1:]
 	full := append([]string{mode, "--lock", f.lock, "--namespace", f.ns, "--kubeconfig", kubeconfig}, rest...)
 	environ := append(os.Environ(), "POD_UID="+a.uid, "POD_NAME="+a.name, childFileEnv+"="+a.childFile)
@@ -266,6 +204,23 @@ func (f *fixture) startAgent(p *corev1.Pod, args []string, childEnv ...string) *
 		}
 	})
 	return a
+}
+
+// kubeconfigFor writes a kubeconfig that reaches the API server through proxy (which
+// authenticates upstream), named after name, and returns its path.
+func (f *fixture) kubeconfigFor(proxy *apiproxy.Proxy, name string) string {
+	f.t.Helper()
+	kubeconfig := filepath.Join(f.dir, name+".kubeconfig")
+	pc := proxy.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: pc.Host, CertificateAuthorityData: pc.CAData}
+	kc.AuthInfos["agent"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "agent"}
+	kc.CurrentContext = "proxy"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		f.t.Fatalf("write kubeconfig: %v", err)
+	}
+	return kubeconfig
 }
 
 // wait takes the agent's exit code, waiting up to timeout.
@@ -350,4 +305,55 @@ func readyAgain(p *corev1.Pod) {
 	for i := range p.Status.ContainerStatuses {
 		p.Status.ContainerStatuses[i].Ready = true
 	}
+}
+
+// followReadiness is the kubelet's readiness probe of pod p, whose agent serves /readyz at
+// probe (host:port): it asks every 100 ms (a real probe's periodSeconds 1 and
+// failureThreshold 1, ten times faster) and reports the pod NotReady after a failure (no
+// answer counts as one) and Ready again after a success, until the test's cleanup. Register
+// it after startAgent, so that it stops first.
+func (f *fixture) followReadiness(p *corev1.Pod, probe string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cur, ready := p, true
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			ok := httpStatus("http://"+probe+"/readyz") == http.StatusOK
+			if ok == ready {
+				continue
+			}
+			var next *corev1.Pod
+			var err error
+			if ok {
+				next, err = f.kubelet.SetStatus(ctx, cur, readyAgain)
+			} else {
+				next, err = f.kubelet.NotReady(ctx, cur)
+			}
+			if err == nil {
+				cur, ready = next, ok
+			}
+		}
+	}()
+	f.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// probeAddress is a free local address for an agent's --probe-address.
+func probeAddress(t *testing.T) string {
+	t.Helper()
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }

@@ -36,6 +36,9 @@ const (
 var errUsage = errors.New("usage")
 
 func main() {
+	if os.Getenv(guardEnv) != "" { // this process is a child's guard (guard_linux.go)
+		os.Exit(runGuard(os.Args[1:], os.Environ()))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()

@@ -10,15 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/go-logr/logr"
-
 	"github.com/lockwarden/lockwarden/internal/testenv"
+	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 )
 
 // The child the agent runs in these tests is this test binary again, in child mode: it
@@ -35,61 +32,23 @@ const (
 )
 
 var (
-	env  *testenv.Env
-	etcd *testenv.Etcd
-	k8s  client.WithWatch // uncached admin client: tests assert through it
-	cs   kubernetes.Interface
+	env   *testenv.Env
+	suite *testenv.Suite
+	k8s   client.WithWatch // uncached admin client: tests assert through it
+	cs    kubernetes.Interface
 )
 
+// TestMain starts the control plane (kube-apiserver and etcd from ./bin, `make envtest-bins`)
+// and the controller's etcd for every test here, unless this process is a test child.
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childFileEnv); path != "" {
 		os.Exit(runChild(path))
 	}
-	code := runTests(m)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*loggingT).flushDaemon"),
-			goleak.IgnoreAnyFunction("sigs.k8s.io/controller-runtime/pkg/log.(*loggerPromise).Fulfill"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-			goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntilWithContext.func1"),
-			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
-			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop")); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// runTests starts the control plane (kube-apiserver and etcd from ./bin, `make envtest-bins`)
-// and the controller's etcd, runs the tests and stops them.
-func runTests(m *testing.M) int {
-	ctrl.SetLogger(logr.Discard())
-	var err error
-	if env, err = testenv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	dir, err := os.MkdirTemp("", "lockwarden-agent-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if etcd, err = testenv.StartEtcd(env.Root, dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer etcd.Stop()
-	if k8s, err = env.Client(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if cs, err = kubernetes.NewForConfig(env.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(controllertest.RunTests(m, testenv.SuiteOptions{}, func(s *testenv.Suite) (err error) {
+		suite, env, k8s = s, s.Env, s.Client
+		cs, err = kubernetes.NewForConfig(s.Config)
+		return err
+	}))
 }
 
 // monoNow reads CLOCK_MONOTONIC, the clock every process here shares.

@@ -1,24 +1,26 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/internal/testenv"
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 )
 
-// appends records when the ledger accepted each append (CLOCK_MONOTONIC). Each test here has
-// one writer per ledger.
+// appends records when the ledger accepted each append (CLOCK_MONOTONIC), of every writer.
 type appends struct {
 	mu  sync.Mutex
 	all []int64
@@ -93,6 +95,7 @@ func TestShellWorkerUnderExec(t *testing.T) {
 		"LEDGER_URL="+led.URL, "WRITE_INTERVAL=0.1")
 	eventually(t, 30*time.Second, func() bool { return acc.count() >= 3 },
 		func() string { return fmt.Sprintf("no appends from the shell worker; log:\n%s", a.out) })
+	checkWriters(t, led.URL, string(p.UID))
 	a.proxy.SetMode(apiproxy.Hold)
 	time.Sleep(validFor() + time.Second)
 	last := acc.lastAccepted()
@@ -110,26 +113,8 @@ func TestShellWorkerUnderExec(t *testing.T) {
 func TestShellWorkerWithSidecar(t *testing.T) {
 	f := newFixture(t)
 	led, acc := ledgerServer(t)
-	p := f.pod("worker-0")
-	ports, err := testenv.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	a := f.startAgent(p, []string{"sidecar", "--listen", listen, "--token-file", filepath.Join(f.dir, "token")})
-	out := &syncBuffer{}
-	cmd := exec.Command("sh", script(t))
-	cmd.Env = append(os.Environ(), "LEADER_URL=http://"+listen, "LEDGER_URL="+led.URL, "POD_UID="+string(p.UID),
-		"POD_NAME="+p.Name, "WRITE_INTERVAL=0.1")
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
+	w := f.startShellSidecar(f.pod("worker-0"), led.URL)
+	a, out := w.agent, w.out
 	eventually(t, 30*time.Second, func() bool { return acc.count() >= 3 },
 		func() string {
 			return fmt.Sprintf("no appends from the shell worker; its output:\n%s\nagent log:\n%s", out, a.out)
@@ -149,4 +134,60 @@ func TestShellWorkerWithSidecar(t *testing.T) {
 		func() string {
 			return fmt.Sprintf("no appends after the API server came back; worker output:\n%s", out)
 		})
+}
+
+// checkWriters fails unless every decision of the ledger at url names a writer ID of pod uid
+// ($LOCKWARDEN_WRITER: the pod UID and an incarnation), not the bare pod UID.
+func checkWriters(t *testing.T, url, uid string) {
+	t.Helper()
+	for _, o := range outcomes(t, url) {
+		if owner, _, err := writer.Parse(o.Writer); err != nil || owner != uid {
+			t.Errorf("ledger decision by writer %q: want %s/<incarnation> (%v)", o.Writer, uid, err)
+		}
+	}
+}
+
+// TestShellWorkerFenceTakenEndsTerm: the ledger has admitted the term's token from another
+// writer (the pod's previous process) before the shell worker raises the fence. The worker is
+// refused for that very token and exits 3 without writing; the agent ends the term without a
+// release and exits 3.
+func TestShellWorkerFenceTakenEndsTerm(t *testing.T) {
+	f := newFixture(t)
+	l := ledger.New()
+	h := l.Handler()
+	var wrote atomic.Int32
+	previous := writer.ID("previous", writer.NewIncarnation())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fence" && r.Method == http.MethodPost {
+			var req ledger.Write
+			body, _ := io.ReadAll(r.Body)
+			if json.Unmarshal(body, &req) == nil && req.Token > 0 {
+				l.Apply("fence", ledger.Write{Writer: previous, Token: req.Token}) // it got there first
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if r.URL.Path == "/append" {
+			wrote.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p := f.pod("worker-0")
+	a := f.startAgent(p, []string{"exec", "--grace", "1s", "--probe-address", "0", "--", "sh", script(t)},
+		"LEDGER_URL="+srv.URL, "WRITE_INTERVAL=0.1")
+	if code := a.wait(t, 30*time.Second); code != 3 {
+		t.Errorf("agent exit code = %d, want the worker's 3; log:\n%s", code, a.out)
+	}
+	out := a.out.String()
+	for _, want := range []string{"is in use by another writer: the term is over for this process", `"release"=false`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"msg"="release sent"`) {
+		t.Errorf("the agent released a term its worker's fence refused; log:\n%s", out)
+	}
+	if n := wrote.Load(); n != 0 {
+		t.Errorf("%d appends sent after the refused fence raise, want none", n)
+	}
 }

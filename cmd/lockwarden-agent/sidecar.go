@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
@@ -41,6 +42,8 @@ type sidecar struct {
 	// subscriber sees each change once: in its first event or as an event, never both.
 	mu          sync.Mutex
 	leading     int64 // the token whose OnStartedLeading ran and OnStoppedLeading has not
+	led         int64 // the token of the last term this process led (0: none)
+	stopping    bool  // told to stop: /leader answers 409 from then on
 	fileErr     error // why the token file could not be written, nil after a success
 	holder      string
 	holderToken int64 // the last holder seen in phase Held (informational)
@@ -56,7 +59,7 @@ func (s *sidecar) leaderNow() (leaderReply, bool) {
 	same := s.el.Token() == tok
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if tok != 0 && same && tok == s.leading && !vu.IsZero() && left > 0 && left >= s.o.minValidity {
+	if tok != 0 && same && tok == s.leading && !s.stopping && !vu.IsZero() && left > 0 && left >= s.o.minValidity {
 		return leaderReply{Holder: s.o.name, Token: tok, ValidUntilSeconds: left.Seconds()}, true
 	}
 	return leaderReply{Holder: s.holder, Token: s.holderToken, Error: "this pod does not lead"}, false
@@ -151,6 +154,13 @@ func (s *sidecar) subscribe() (chan event, event) {
 func (s *sidecar) callbacks() leadership.Callbacks {
 	return leadership.Callbacks{
 		OnStartedLeading: func(_ context.Context, token int64) {
+			s.mu.Lock()
+			s.led = token
+			stopping := s.stopping
+			s.mu.Unlock()
+			if stopping {
+				return // told to stop: this term is not offered to the workload
+			}
 			err := writeToken(s.o.tokenFile, token)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -189,16 +199,23 @@ func (s *sidecar) callbacks() leadership.Callbacks {
 	}
 }
 
-// runSidecar is sidecar mode: it serves until ctx ends.
+// runSidecar is sidecar mode: it serves until ctx ends. When ctx ends (SIGTERM) it stops
+// offering the term (/leader answers 409, the token file is emptied) and, with
+// --release-on-stop and --native-sidecar, releases this pod's last term if the lock shows the
+// controller ending it for the pod's deletion (see releaseOnSignal), then stops. It never
+// releases otherwise: the worker in the other container may still be acting under the token.
 func runSidecar(ctx context.Context, o sidecarOptions, stderr io.Writer) error {
 	s := &sidecar{o: o, log: newLogger(stderr), hub: newHub()}
-	// No release on stop: OnStartedLeading returns at once, and the work goes on in
-	// another container the sidecar cannot stop.
+	// Not the elector's ReleaseOnStop: OnStartedLeading returns at once, and the work goes on
+	// in another container. The release on SIGTERM is sent by Release, below.
 	el, err := newElector(o.common, 0, false, s.log, s.callbacks())
 	if err != nil {
 		return err
 	}
 	s.el = el
+	if o.releaseOnStop && !o.nativeSidecar {
+		s.log.Info("no release on stop: it needs --native-sidecar (the kubelet stops a native sidecar only after the workload's containers exited)")
+	}
 	// A token left by an earlier run of the sidecar is not this run's term.
 	if err := writeToken(o.tokenFile, 0); err != nil {
 		return err
@@ -214,9 +231,92 @@ func runSidecar(ctx context.Context, o sidecarOptions, stderr io.Writer) error {
 		stopServing()
 		return fmt.Errorf("--listen: %w", err)
 	}
-	runErr := runElector(ctx, el)
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	ran := make(chan struct{})
+	go func() {
+		defer stopRun()
+		select {
+		case <-ctx.Done():
+		case <-ran:
+			return
+		}
+		tok := s.stopOffering()
+		if o.releaseOnStop && o.nativeSidecar && tok != 0 {
+			s.releaseOnSignal(runCtx, el, tok)
+		}
+	}()
+	runErr := runElector(runCtx, el)
+	close(ran)
 	s.hub.close()
 	stopServing()
 	srv.close()
 	return errors.Join(runErr, writeToken(o.tokenFile, 0))
+}
+
+// releaseWait bounds how long a stopping sidecar waits for the lock to show that the
+// controller is ending this pod's term for its deletion. Usually it shows already: the
+// controller sees the deletion when it happens, and the kubelet stops a native sidecar only
+// after the workload's containers have exited.
+const releaseWait = time.Second
+
+// stopOffering stops offering the term to the workload (/leader answers 409 from now on, the
+// token file is emptied, /watch says stopped) and returns the token of the last term this
+// process led, 0 for none.
+func (s *sidecar) stopOffering() int64 {
+	s.mu.Lock()
+	s.stopping = true
+	was, led := s.leading, s.led
+	s.leading = 0
+	if was != 0 {
+		s.hub.publish(event{name: "stopped", data: mustJSON(leaderReply{Holder: s.holder, Token: s.holderToken, Error: "this pod does not lead"})})
+	}
+	s.mu.Unlock()
+	if err := writeToken(s.o.tokenFile, 0); err != nil {
+		s.log.Info("token file not emptied", "error", err.Error())
+	}
+	return led
+}
+
+// releaseOnSignal releases the term of token, the last this process led, when it is known
+// that the workload stopped: the agent runs as a native sidecar (--native-sidecar: the
+// kubelet sends it SIGTERM only after the pod's regular containers exited, when the pod is
+// being deleted) and the newest observation shows the term Releasing with reason
+// HolderTerminating (the controller saw the pod's deletion), waiting up to releaseWait for
+// it. A sidecar stopped alone (its liveness probe failed, a restart) sees no such term and
+// sends nothing: the workload goes on. The release is bounded by the elector's
+// ReleaseTimeout.
+func (s *sidecar) releaseOnSignal(ctx context.Context, el *leadership.Elector, token int64) {
+	if !awaitTerminating(ctx, el, token, releaseWait) {
+		reason, ending := el.Ending(token)
+		s.log.Info("release on stop not sent: the lock does not show this pod's term ending for its deletion, so the workload may go on (a sidecar stopped alone)",
+			"token", token, "releasing", ending, "reason", reason, "waited", releaseWait)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, leadership.DefaultReleaseTimeout+time.Second)
+	defer cancel()
+	if err := el.Release(ctx); err != nil && !errors.Is(err, leadership.ErrNotLeading) {
+		s.log.Info("release on stop not sent", "error", err.Error())
+	}
+}
+
+// awaitTerminating waits up to limit (and ctx) until el's newest observation shows this
+// pod's term of token Releasing for the pod's deletion (HolderTerminating); it reports
+// whether it did.
+func awaitTerminating(ctx context.Context, el *leadership.Elector, token int64, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if reason, ok := el.Ending(token); ok && reason == lockv1.ReasonHolderTerminating {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
 }

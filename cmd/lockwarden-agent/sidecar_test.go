@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
@@ -201,4 +202,100 @@ func httpStatus(url string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// TestSidecarReleasesOnStop: a native sidecar (--native-sidecar) of a pod being deleted: the
+// controller sees the deletion and ends the term (Releasing, HolderTerminating); /leader
+// stops answering 200 and the token file is emptied; then the kubelet, once the workload's
+// containers exited, stops the sidecar (SIGTERM), which releases the term: the controller
+// ends it as HolderReleased and grants the other pod without the lock delay.
+func TestSidecarReleasesOnStop(t *testing.T) {
+	f := newFixture(t)
+	p0, p1 := f.pod("worker-0"), f.pod("worker-1")
+	ports, err := testenv.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(p string, port int) (*agent, string, string) {
+		base := fmt.Sprintf("127.0.0.1:%d", port)
+		tokenFile := filepath.Join(f.dir, p+".token")
+		pod := p0
+		if p == "worker-1" {
+			pod = p1
+		}
+		return f.startAgent(pod, []string{"sidecar", "--native-sidecar", "--listen", base, "--token-file", tokenFile}), "http://" + base, tokenFile
+	}
+	a0, base0, file0 := start("worker-0", ports[0])
+	var first answer
+	eventually(t, 30*time.Second, func() bool {
+		first, err = getLeader(t, base0)
+		return err == nil && first.status == http.StatusOK
+	}, func() string { return fmt.Sprintf("worker-0's /leader: %+v, %v; log:\n%s", first, err, a0.out) })
+	a1, base1, _ := start("worker-1", ports[1])
+	if err := f.kubelet.Delete(context.Background(), p0); err != nil { // kubectl delete pod worker-0
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() bool { return httpStatus(base0+"/leader") == http.StatusConflict },
+		func() string {
+			return fmt.Sprintf("worker-0's /leader still answers 200 after its pod's deletion; log:\n%s", a0.out)
+		})
+	stopped := time.Now() // the workload's container has exited: the kubelet stops the sidecar
+	a0.cancel()
+	if code := a0.wait(t, 15*time.Second); code != exitOK {
+		t.Errorf("worker-0's sidecar exited %d, want %d; log:\n%s", code, exitOK, a0.out)
+	}
+	if b, err := os.ReadFile(file0); err != nil || len(b) != 0 {
+		t.Errorf("worker-0's token file after the stop = %q, %v; want empty", b, err)
+	}
+	var next answer
+	eventually(t, 30*time.Second, func() bool {
+		next, err = getLeader(t, base1)
+		return err == nil && next.status == http.StatusOK
+	}, func() string { return fmt.Sprintf("worker-1's /leader: %+v, %v; log:\n%s", next, err, a1.out) })
+	took := time.Since(stopped)
+	released := false
+	for _, h := range f.get().Status.History {
+		if string(h.HolderUID) == a0.uid && h.Token == first.reply.Token && h.Reason == lockv1.ReasonHolderReleased {
+			released = true
+		}
+	}
+	if !released {
+		t.Errorf("history %+v: want worker-0's term of token %d ended %s; worker-0's log:\n%s", f.get().Status.History, first.reply.Token, lockv1.ReasonHolderReleased, a0.out)
+	}
+	t.Logf("worker-1 answered 200 with token %d %v after worker-0's sidecar was told to stop (lock delay %ds)", next.reply.Token, took.Round(time.Millisecond), leaseSeconds)
+}
+
+// TestSidecarNativeStoppedAloneKeepsTerm: a native sidecar stopped alone (its liveness probe
+// failed: SIGTERM while its pod is not being deleted) cannot know that the workload stopped,
+// so it sends no release, whatever --native-sidecar says: the lock still names the pod after
+// the sidecar exited, and the controller would end the term the slow way.
+func TestSidecarNativeStoppedAloneKeepsTerm(t *testing.T) {
+	f := newFixture(t)
+	p := f.pod("worker-0")
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	a := f.startAgent(p, []string{"sidecar", "--native-sidecar", "--listen", base, "--token-file", filepath.Join(f.dir, "token")})
+	var first answer
+	eventually(t, 30*time.Second, func() bool {
+		first, err = getLeader(t, "http://"+base)
+		return err == nil && first.status == http.StatusOK
+	}, func() string { return fmt.Sprintf("/leader: %+v, %v; log:\n%s", first, err, a.out) })
+	stopped := time.Now()
+	a.cancel()
+	if code := a.wait(t, 15*time.Second); code != exitOK {
+		t.Errorf("sidecar exited %d; log:\n%s", code, a.out)
+	}
+	took := time.Since(stopped)
+	l := f.get()
+	if v := l.Annotations[lockv1.AnnotationHolderRelease]; v != "" || l.Status.HolderUID != p.UID || l.Status.FencingToken != first.reply.Token {
+		t.Errorf("after the sidecar stopped alone: holder-release %q, holder %s token %d; want none, and the lock still %s's with token %d; log:\n%s",
+			v, l.Status.HolderUID, l.Status.FencingToken, p.UID, first.reply.Token, a.out)
+	}
+	if !strings.Contains(a.out.String(), "release on stop not sent") {
+		t.Errorf("the sidecar's log does not say why it sent no release; log:\n%s", a.out)
+	}
+	t.Logf("stopped in %v (it waits up to %v for the pod's deletion to show)", took.Round(time.Millisecond), releaseWait)
 }

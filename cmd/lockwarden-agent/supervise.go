@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// recheck is how often a supervisor that does not run its child checks whether the term's
-// validity came back (a confirming read after the child was stopped for want of one).
+// recheck is how often a supervisor that has not started its child yet checks whether the
+// term has enough validity left to start it.
 const recheck = 50 * time.Millisecond
 
 // step is what the supervisor does next.
@@ -41,9 +41,10 @@ func (s step) String() string {
 // decide is the supervisor's rule, from the validity left in the term (ValidUntil - now; zero
 // or negative when the pod does not lead) and whether the child runs. A running child keeps
 // running while more than grace is left, so it gets SIGTERM at ValidUntil - grace and SIGKILL
-// by ValidUntil; a stopped child starts again only with more than twice grace left, so a
-// start is always followed by at least grace of running before its stop. It returns when to
-// look again (for stepKeep and stepWait).
+// by ValidUntil; a child starts only with more than twice grace left, so a start is always
+// followed by at least grace of running before its stop (and it starts once per token: the
+// supervisor abandons a token whose child it stopped). It returns when to look again (for
+// stepKeep and stepWait).
 func decide(running bool, left, grace time.Duration) (step, time.Duration) {
 	if running {
 		if left > grace {

@@ -9,14 +9,19 @@ Usage:
   lockwarden-agent --help
 
 exec runs cmd only while this pod leads the lock. At each term's start it starts cmd in a
-process group of its own with LOCKWARDEN_TOKEN=<fencing token> (and LOCKWARDEN_LOCK=<ns>/<name>)
-in its environment. It sends SIGTERM to the group when the term ends or when less than --grace
+process group of its own with LOCKWARDEN_TOKEN=<fencing token>, LOCKWARDEN_WRITER=<writer ID:
+$POD_UID/<an incarnation drawn for this child>> (and LOCKWARDEN_LOCK=<ns>/<name>) in its
+environment: send both with every write to a fenced resource. It sends SIGTERM to the group
+(and to every process cmd started that left it) when the term ends or when less than --grace
 of the term's validity is left (ValidUntil - grace), whichever comes first, and SIGKILL when
-the grace has passed (never later than ValidUntil). cmd is started again when a confirming
-read restores more than twice --grace of validity in the same term, and at the next term.
-If cmd exits by itself during a term, the agent stops and exits with cmd's exit code (the pod
-keeps the lock until the controller sees it go; the kubelet's restart policy decides what
-happens next).
+the grace has passed (never later than ValidUntil); a stop ends when all of them are gone.
+cmd runs at most once under a token: stopped for want of validity, the agent abandons the
+token (/readyz fails while the lock names the pod with it, so the controller ends the term)
+and starts cmd again only under a new token, at the next term. If cmd exits by itself
+during a term, the agent ends the term without a release and exits with cmd's exit code (the
+pod keeps the lock until the controller sees it go; the kubelet's restart policy decides what
+happens next). cmd never outlives the agent: if the agent is killed (even by SIGKILL), cmd's
+process group is killed at once.
 
 sidecar serves, on --listen:
   GET /leader   200 {"holder","token","validUntilSeconds"} while this pod leads (checked at
@@ -25,7 +30,9 @@ sidecar serves, on --listen:
   GET /watch    server-sent events: leading, stopped, holder (a new holder seen)
   GET /readyz   pkg/leadership's readiness check; GET /healthz 200
 and writes the token to --token-file (temporary file + rename) at each term's start, and an
-empty file in its place when the term ends, at start and at exit.
+empty file in its place when the term ends, at start and at exit. On SIGTERM or SIGINT it stops
+offering the term (/leader answers 409, the file is emptied), releases it only when it knows the
+workload stopped (see --native-sidecar), and exits.
 
 Common flags:
   --lock NAME          the DistributedLock (required)
@@ -38,14 +45,26 @@ exec flags:
                        and /readyz fails while that term stands
   --probe-address A    serve /readyz and /healthz on A (default :8081; "0" disables)
   --release-on-stop    when a term ends while the lock still names this pod (the
-                       controller's Releasing, or the agent told to stop), release it once cmd's
-                       group is gone, so the next pod is granted at once instead of after the
-                       lock delay (needs patch on distributedlocks; see config/policy)
+                       controller's Releasing, or the agent told to stop), release it once cmd,
+                       its group and every process it started are gone, so the next pod is
+                       granted at once instead of after the
+                       lock delay (default true; --release-on-stop=false turns it off; needs
+                       patch on distributedlocks and config/policy: ClusterRole
+                       lockwarden-lock-reader)
 sidecar flags:
   --listen A           address of /leader, /watch, /readyz, /healthz (default :8080)
   --token-file PATH    the token file (required; its folder must exist)
   --min-validity D     /leader answers 200 only with at least D of validity left
                        (default 500ms), so that an answer is not stale when it arrives
+  --native-sidecar     declare that the agent runs as a native sidecar (an init container with
+                       restartPolicy: Always), which the kubelet stops only after the pod's
+                       regular containers exited (default false). The release on SIGTERM needs it
+  --release-on-stop    on SIGTERM, release this pod's last term, so the next pod is granted at
+                       once, when --native-sidecar is set AND the lock shows that term Releasing
+                       for the pod's deletion (reason HolderTerminating; waited for up to 1s):
+                       only then is the workload known to have stopped. A sidecar stopped alone
+                       (liveness restart) or without --native-sidecar sends nothing (default
+                       true; --release-on-stop=false turns it off even then)
 
 Environment: POD_UID (required; downward API metadata.uid) is the pod's identity; POD_NAME
 and POD_NAMESPACE (downward API) name it in answers and logs.

@@ -73,7 +73,7 @@ func parseFlags(args []string, usage io.Writer) (*options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of /metrics ("0" disables)`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of /debug/pprof/ ("0" disables; keep it on loopback)`)
-	fs.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "locks reconciled in parallel")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 16, "locks reconciled in parallel (each mostly waits for the API server: 16 reach its status-write rate, docs/scale.md)")
 	fs.StringVar(&o.rawNamespaces, "watch-namespaces", "", "comma-separated namespaces whose locks and pods the manager watches (default: all; nodes are cluster-wide either way)")
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the election (default $POD_NAME, else hostname-pid)")
 	config.RegisterFlags(fs) // --kubeconfig

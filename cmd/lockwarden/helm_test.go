@@ -1,14 +1,17 @@
 package main
 
 import (
-	"errors"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockwarden/lockwarden/internal/testenv"
@@ -27,25 +30,7 @@ func helmTemplate(t *testing.T, args ...string) rendered {
 
 func runHelm(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm := filepath.Join(root, "bin", "helm")
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("%s not found: run `make helm`", helm)
-	}
-	cmd := exec.Command(helm, append([]string{"template", "lockwarden", filepath.Join(root, "charts", "lockwarden"),
-		"--namespace", "lockwarden-system", "--include-crds", "--set", "createNamespace=true"}, args...)...)
-	// no user's Helm configuration, cache or plugins
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.Output()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.Stderr, err
-	}
-	return out, err
+	return testenv.HelmTemplate(t.TempDir(), append([]string{"--include-crds", "--set", "createNamespace=true"}, args...)...)
 }
 
 // TestHelmChartRendersKustomize compares the chart with kustomize object by object: the
@@ -115,11 +100,13 @@ func TestHelmChartRendersKustomize(t *testing.T) {
 }
 
 // clusterScoped are the cluster-scoped kinds the renders hold. kustomize's namespace
-// transformer does not know that ValidatingAdmissionPolicy(Binding) is one of them and sets
-// metadata.namespace on it; the API server ignores a namespace on a cluster-scoped object.
+// transformer does not know that the Validating and MutatingAdmissionPolicy(Binding) kinds
+// are among them and sets metadata.namespace on them; the API server ignores a namespace on a
+// cluster-scoped object.
 var clusterScoped = map[string]bool{
 	"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
 }
 
 // normalise drops what differs between the two renders without meaning anything: the
@@ -195,4 +182,28 @@ func firstDiff(t *testing.T, a, b map[string]any) string {
 		out = append(out, "+ "+lb[j])
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestHelmWatchNamespaces: the value watchNamespaces runs the manager with
+// --watch-namespaces and scopes the finalizer policy's binding to the same namespaces, so a
+// lock in another namespace gets no finalizer that no manager would remove (the manager
+// refuses to start otherwise: controllers.CheckFinalizerScope).
+func TestHelmWatchNamespaces(t *testing.T) {
+	r := helmTemplate(t, "--set", "watchNamespaces={team-a,team-b}")
+	var d appsv1.Deployment
+	r.into(t, "Deployment/lockwarden-manager", &d)
+	o, err := parseFlags(d.Spec.Template.Spec.Containers[0].Args, io.Discard)
+	if err != nil {
+		t.Fatalf("the manager rejects the chart's args: %v", err)
+	}
+	if want := []string{"team-a", "team-b"}; !slices.Equal(o.namespaces, want) {
+		t.Errorf("--watch-namespaces = %v, want %v", o.namespaces, want)
+	}
+	var b admissionv1.MutatingAdmissionPolicyBinding
+	r.into(t, "MutatingAdmissionPolicyBinding/lockwarden-finalizer", &b)
+	want := &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"team-a", "team-b"}}}}}
+	if b.Spec.PolicyName != "lockwarden-finalizer" || !reflect.DeepEqual(b.Spec.MatchResources, want) {
+		t.Errorf("binding spec = %+v, want policy lockwarden-finalizer with matchResources %+v", b.Spec, want)
+	}
 }

@@ -84,6 +84,12 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
+	if len(o.namespaces) > 0 {
+		// The finalizer policy must not mark locks this manager never sees (controllers/finalizer_scope.go).
+		if err := controllers.CheckFinalizerScope(ctx, mgr.GetAPIReader(), o.namespaces); err != nil {
+			return err
+		}
+	}
 	active, err := controllers.NewActive(controllers.ActiveConfig{
 		Engine:                  engine,
 		Manager:                 mgr,

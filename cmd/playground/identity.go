@@ -18,7 +18,7 @@ import (
 // The payments workers run as a real pod identity: the service account "worker" bound to
 // the shipped lockwarden-lock-reader role, each with a token bound to its pod (what the
 // kubelet projects into a pod), and the shipped admission policy installed. So their
-// holder-confirmed release (fenced-worker --release-on-stop) goes through the same checks as
+// holder-confirmed release (fenced-worker's default --release-on-stop) goes through the same checks as
 // on a cluster: only the holder pod's own token may release its term.
 const workerSA = "worker"
 

@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, bin := range []string{"lockwarden", "fenced-worker", "lockwarden-agent", "kubectl", "etcd", "kube-apiserver"} {
+	for _, bin := range []string{"lockwarden", "fenced-worker", "lockwarden-agent", "kubectl-dlock", "kubectl", "etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(root, "bin", bin)); err != nil {
 			return fmt.Errorf("bin/%s not found: run `make run` (it builds everything the playground needs)", bin)
 		}
@@ -61,21 +61,32 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	defer os.RemoveAll(dir)
 
 	// The live view and the demo's narration both write to out.
 	p := &playground{root: root, dir: dir, out: &syncWriter{w: out}}
-	defer p.close()
+	err = p.run(ctx, *demoAndExit)
+	p.close()
+	if rmErr := os.RemoveAll(dir); rmErr != nil {
+		return errors.Join(err, rmErr)
+	}
+	// Said last, once nothing the playground started runs any more.
+	p.say("playground stopped: every process it started has exited, and ./.playground is removed")
+	return err
+}
+
+// run starts everything, runs the demo and, unless demoAndExit, prints the hint and waits for
+// ctx to end; the caller stops what was started.
+func (p *playground) run(ctx context.Context, demoAndExit bool) error {
 	if err := p.start(ctx); err != nil {
 		return err
 	}
 	if err := p.demo(ctx); err != nil {
 		return err
 	}
-	if *demoAndExit {
+	if demoAndExit {
 		return nil
 	}
-	p.hint()
+	p.hint(ctx)
 	<-ctx.Done()
 	p.say("\nstopping: workers, ledger, manager, etcd, control plane ...")
 	return nil

@@ -111,15 +111,29 @@ func (p *playground) start(ctx context.Context) error {
 		return err
 	}
 
-	p.say("applying config/samples ...")
+	p.say("installing the candidates' role and admission policy (config/rbac/lock_reader_role.yaml, config/policy) ...")
+	if err := p.installIdentity(ctx); err != nil {
+		return err
+	}
+	// The candidate pods come first, as a Deployment's pods would already run: a lock created
+	// before any pod matches it is judged Valid=False NoCandidates, with a Warning Event.
+	p.say("creating candidate pods; no kubelet runs here, so the playground sets their status as a kubelet would ...")
+	p.workers, p.pods = map[string]*proc{}, map[string]*corev1.Pod{}
+	for _, c := range []struct{ name, app string }{
+		{"reports-0", "reports"}, {"reports-1", "reports"}, {"payments-0", "payments"}, {"payments-1", "payments"}, {"payments-2", "payments"},
+	} {
+		pod, err := p.kubelet.CreateReadyPod(ctx, c.name, map[string]string{"app": c.app})
+		if err != nil {
+			return err
+		}
+		p.pods[c.name] = pod
+	}
+
+	p.say("applying config/samples; routing %s to Service %s ...", lock, routedService)
 	apply := exec.CommandContext(ctx, bin("kubectl"), "--kubeconfig", p.kubeconfig, "apply", "-f", filepath.Join(p.root, "config", "samples"))
 	apply.Stdout, apply.Stderr = p.out, os.Stderr
 	if err := apply.Run(); err != nil {
 		return fmt.Errorf("apply config/samples: %w", err)
-	}
-	p.say("installing the candidates' role and admission policy (config/rbac/lock_reader_role.yaml, config/policy); routing %s to Service %s ...", lock, routedService)
-	if err := p.installIdentity(ctx); err != nil {
-		return err
 	}
 	if err := p.routeService(ctx); err != nil {
 		return err
@@ -134,25 +148,12 @@ func (p *playground) start(ctx context.Context) error {
 		v.run(viewCtx)
 	}()
 
-	p.say("creating candidate pods; no kubelet runs here, so the playground sets their status as a kubelet would ...")
-	p.workers, p.pods = map[string]*proc{}, map[string]*corev1.Pod{}
-	for _, name := range []string{"reports-0", "reports-1"} {
-		pod, err := p.kubelet.CreateReadyPod(ctx, name, map[string]string{"app": "reports"})
-		if err != nil {
-			return err
-		}
-		p.pods[name] = pod
-	}
+	p.say("starting the workers: sh under lockwarden-agent for reports-*, fenced-worker for payments-* ...")
 	if err := p.startShellWorkers(); err != nil {
 		return err
 	}
-	for i := range 3 {
-		name := fmt.Sprintf("payments-%d", i)
-		pod, err := p.kubelet.CreateReadyPod(ctx, name, map[string]string{"app": "payments"})
-		if err != nil {
-			return err
-		}
-		p.pods[name] = pod
+	for _, name := range []string{"payments-0", "payments-1", "payments-2"} {
+		pod := p.pods[name]
 		kubeconfig, err := p.podKubeconfig(ctx, pod)
 		if err != nil {
 			return err
@@ -160,7 +161,7 @@ func (p *playground) start(ctx context.Context) error {
 		w, err := start(p.dir, "worker-"+name, bin("fenced-worker"), []string{
 			"KUBECONFIG=" + kubeconfig, "POD_NAME=" + name, "POD_UID=" + string(pod.UID),
 			"LOCK_NAMESPACE=" + ns, "LOCK_NAME=" + lock, "LEDGER_URL=" + p.ledgerAt,
-		}, "--probe-address", "0", "--release-on-stop")
+		}, "--probe-address", "0") // releases its term once its work stopped: the default
 		if err != nil {
 			return err
 		}
@@ -235,6 +236,9 @@ func (p *playground) demo(ctx context.Context) error {
 		return fmt.Errorf("stale write with token %d: %w (want the ledger to refuse it as stale)", oldToken, err)
 	}
 	p.say("ledger answered: %v", err)
+	if err := p.showWarnings(ctx); err != nil {
+		return err
+	}
 	p.say("failover: %s token %d -> %s token %d", oldPod, oldToken, next.Status.Holder, next.Status.FencingToken)
 	p.say("ledger rejected token %d from %s", oldToken, oldPod)
 	return nil
@@ -254,22 +258,6 @@ func (p *playground) waitWrites(ctx context.Context, uid string, token int64, n 
 		}
 	}
 	return fmt.Errorf("no %d ledger writes within 60 s (see %s/worker-*.log)", n, p.dir)
-}
-
-func (p *playground) hint() {
-	rel, _ := filepath.Rel(p.root, p.kubeconfig)
-	p.say(`
-The playground keeps running. In another terminal, from %s:
-  export KUBECONFIG=./%s
-  ./bin/kubectl get distributedlocks -o wide
-  ./bin/kubectl get dlock -w
-  ./bin/kubectl describe dlock %s
-  ./bin/kubectl delete pod $(./bin/kubectl get dlock %s -o jsonpath='{.status.holder}')   # a graceful handoff
-  ./bin/kubectl wait --for=jsonpath='{.status.holder}'=reports-0 dlock/reports-leader
-The manager serves http://%s/metrics and http://%s/readyz (and /healthz).
-Logs of every process (kube-apiserver, its etcd, lockwarden's etcd, the manager, the ledger and
-each worker) are in ./.playground/*.log. Ctrl-C stops everything and removes ./.playground.`,
-		p.root, rel, lock, lock, p.metricsAt, p.probesAt)
 }
 
 // close stops everything in reverse order of start.

@@ -3,16 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
 // TestDemoAndExit runs the playground to one failover, as `make run ARGS=--demo-and-exit`
-// does, and checks its closing lines: a new holder with a larger token, and the ledger
-// refusing the old holder's token.
+// does, and checks its closing lines: a new holder with a larger token, the ledger refusing
+// the old holder's token, and the line saying the playground has stopped; and that the
+// README's demo block shows lines of this output's shape (checkDemoShown).
 func TestDemoAndExit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -21,13 +26,23 @@ func TestDemoAndExit(t *testing.T) {
 		t.Fatalf("playground --demo-and-exit: %v\noutput:\n%s", err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 2 {
+	if len(lines) < 3 {
 		t.Fatalf("output has %d lines, want the failover summary:\n%s", len(lines), out.String())
 	}
-	failover := regexp.MustCompile(`^failover: (\S+) token (\d+) -> (\S+) token (\d+)$`).FindStringSubmatch(lines[len(lines)-2])
-	rejected := regexp.MustCompile(`^ledger rejected token (\d+) from (\S+)$`).FindStringSubmatch(lines[len(lines)-1])
+	failover := regexp.MustCompile(`^failover: (\S+) token (\d+) -> (\S+) token (\d+)$`).FindStringSubmatch(lines[len(lines)-3])
+	rejected := regexp.MustCompile(`^ledger rejected token (\d+) from (\S+)$`).FindStringSubmatch(lines[len(lines)-2])
 	if failover == nil || rejected == nil {
-		t.Fatalf("last lines = %q, want `failover: <old> token <n> -> <new> token <m>` then `ledger rejected token <n> from <old>`", lines[len(lines)-2:])
+		t.Fatalf("last lines = %q, want `failover: <old> token <n> -> <new> token <m>` then `ledger rejected token <n> from <old>`", lines[len(lines)-3:])
+	}
+	if want := "playground stopped: every process it started has exited, and ./.playground is removed"; lines[len(lines)-1] != want {
+		t.Errorf("last line = %q, want %q", lines[len(lines)-1], want)
+	}
+	if _, err := os.Stat(filepath.Join(root(t), ".playground")); !os.IsNotExist(err) {
+		t.Errorf("after the playground stopped, .playground: %v, want it removed", err)
+	}
+	// The locks are created once their pods run, so no lock starts with NoCandidates.
+	if want := "\nWarning Events of the locks: none\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("output does not say %q:\n%s", strings.TrimSpace(want), out.String())
 	}
 	n, _ := strconv.ParseInt(failover[2], 10, 64)
 	m, _ := strconv.ParseInt(failover[4], 10, 64)
@@ -54,6 +69,35 @@ func TestDemoAndExit(t *testing.T) {
 			t.Errorf("output does not say the manager's %q:\n%s", want, out.String())
 		}
 	}
+	checkDemoShown(t, out.String())
+}
+
+// TestHintText: the hint puts ./bin first on PATH (kubectl 1.37 and kubectl-dlock), never a
+// bare ./bin/kubectl, and its kubectl wait names the reports pod that does not hold the lock,
+// so that it waits for the handoff the release before it starts; releasing the preferred
+// holder adds --prefer, so the lock does not come back by preemption.
+func TestHintText(t *testing.T) {
+	for _, holder := range []string{"reports-0", "reports-1"} {
+		h := hintText("/src/lockwarden", ".playground/kubeconfig", hintLock{holder: holder, delay: 20, preferred: "reports-0"}, "127.0.0.1:1", "127.0.0.1:2")
+		other := map[string]string{"reports-0": "reports-1", "reports-1": "reports-0"}[holder]
+		// the preferred holder's release moves the preference too, or the lock comes back
+		if prefer := "--prefer " + other; strings.Contains(h, prefer) != (holder == "reports-0") {
+			t.Errorf("hint with %s holding reports-leader (preferred reports-0): says %q = %v, want %v:\n%s", holder, prefer, holder != "reports-0", holder == "reports-0", h)
+		}
+		for _, want := range []string{
+			"export KUBECONFIG=$PWD/.playground/kubeconfig PATH=$PWD/bin:$PATH",
+			"kubectl dlock release reports-leader --reason",
+			"ends " + holder + "'s term: Releasing, then the 20 s lock delay",
+			"kubectl wait dlock/reports-leader --for=jsonpath='{.status.holder}'=" + other + " ",
+		} {
+			if !strings.Contains(h, want) {
+				t.Errorf("hint with %s holding reports-leader does not say %q:\n%s", holder, want, h)
+			}
+		}
+		if strings.Contains(h, "./bin/kubectl") {
+			t.Errorf("hint names ./bin/kubectl, want kubectl from PATH:\n%s", h)
+		}
+	}
 }
 
 // TestHelpExitsZero: --help prints the usage and is not an error.
@@ -65,4 +109,13 @@ func TestHelpExitsZero(t *testing.T) {
 	if !strings.Contains(out.String(), "-demo-and-exit") {
 		t.Errorf("--help printed %q, want the flags", out.String())
 	}
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

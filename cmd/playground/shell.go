@@ -11,6 +11,7 @@ import (
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 )
 
 // shellLock is the lock of the non-Go workers (config/samples): pods reports-0 and reports-1.
@@ -32,8 +33,13 @@ func (p *playground) startShellWorkers() error {
 	script := filepath.Join(p.root, "examples", "shell-worker", "worker.sh")
 	for _, name := range []string{"reports-0", "reports-1"} {
 		pod := p.pods[name]
+		// The pod's own token, so that the agent's release (its default) is admitted.
+		kubeconfig, err := p.podKubeconfig(context.Background(), pod)
+		if err != nil {
+			return err
+		}
 		w, err := start(p.dir, "shell-"+name, bin("lockwarden-agent"), []string{
-			"KUBECONFIG=" + p.kubeconfig, "POD_NAME=" + name, "POD_UID=" + string(pod.UID),
+			"KUBECONFIG=" + kubeconfig, "POD_NAME=" + name, "POD_UID=" + string(pod.UID),
 			"LEDGER_URL=" + p.shellLedgerAt, "WRITE_INTERVAL=0.5",
 		}, "exec", "--lock", shellLock, "--namespace", ns, "--grace", "2s", "--probe-address", "0", "--", "sh", script)
 		if err != nil {
@@ -77,7 +83,8 @@ func waitEntries(ctx context.Context, url, uid string, token int64, n int) error
 	}
 }
 
-// countEntries counts the entries of the ledger at url written by uid with token.
+// countEntries counts the entries of the ledger at url written by a process of pod uid (its
+// writer ID is the pod UID and the process's incarnation) with token.
 func countEntries(ctx context.Context, url, uid string, token int64) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/entries", nil)
 	if err != nil {
@@ -94,7 +101,7 @@ func countEntries(ctx context.Context, url, uid string, token int64) (int, error
 	}
 	c := 0
 	for _, e := range es {
-		if e.Writer == uid && e.Token == token {
+		if writer.Owner(e.Writer) == uid && e.Token == token {
 			c++
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,4 +82,28 @@ func waitLock(ctx context.Context, k8s client.Client, ns, name string, timeout t
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// showWarnings says which Warning Events the controller recorded for the playground's locks
+// so far (events.k8s.io), "none" when there are none.
+func (p *playground) showWarnings(ctx context.Context) error {
+	var evs eventsv1.EventList
+	if err := p.k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("list events: %w", err)
+	}
+	var seen []string
+	for _, e := range evs.Items {
+		if e.Type == corev1.EventTypeWarning && e.Regarding.Kind == "DistributedLock" {
+			seen = append(seen, fmt.Sprintf("%s %s: %s", e.Regarding.Name, e.Reason, e.Note))
+		}
+	}
+	if len(seen) == 0 {
+		p.say("Warning Events of the locks: none")
+		return nil
+	}
+	p.say("Warning Events of the locks: %d", len(seen))
+	for _, w := range seen {
+		p.say("  %s", w)
+	}
+	return nil
 }

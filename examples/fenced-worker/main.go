@@ -1,8 +1,14 @@
 // Command fenced-worker is the lockwarden example workload. As a worker it follows its
 // DistributedLock with pkg/leadership and, while leading, raises the fence at the ledger and
-// then appends entries carrying its fencing token, checking Valid() right before each write.
-// As `fenced-worker ledger` it is the fenced resource: an HTTP ledger that refuses stale
-// tokens.
+// then appends entries carrying its fencing token and the term's writer ID (pod UID and an
+// incarnation drawn for the term), checking Valid() right before each write. By default it confirms the end of
+// each term to the controller once its work stopped (--release-on-stop). As
+// `fenced-worker ledger` it is the fenced resource: an HTTP ledger that refuses stale tokens.
+//
+// Each line the worker prints starts with the wall-clock time (RFC 3339, UTC, nanoseconds),
+// so one handoff can be traced across pods: the signal received, the work stopped, the
+// release sent and answered (pkg/leadership's log lines), the grant seen, the term led, the
+// fence raised, the first write accepted.
 //
 // Worker environment: POD_UID and POD_NAME (downward API), LOCK_NAMESPACE (default
 // POD_NAMESPACE, then "default"), LOCK_NAME, LEDGER_URL; the API server from in-cluster
@@ -28,13 +34,24 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	tr := newTracer(os.Stdout, os.Getenv("POD_NAME"))
+	go func() {
+		if sig, ok := <-signals; ok {
+			tr.printf("%s received", signalName(sig))
+			stop()
+		}
+	}()
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "ledger" {
 		err = runLedger(ctx, os.Args[2:])
 	} else {
-		err = runWorker(ctx, os.Args[1:])
+		err = runWorker(ctx, tr, os.Args[1:])
 	}
+	signal.Stop(signals)
+	close(signals)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fenced-worker:", err)
@@ -68,11 +85,11 @@ func runLedger(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runWorker(ctx context.Context, args []string) error {
+func runWorker(ctx context.Context, tr *tracer, args []string) error {
 	fs := flag.NewFlagSet("fenced-worker", flag.ContinueOnError)
 	probe := fs.String("probe-address", ":8081", `address of /readyz and /healthz ("0" disables)`)
 	every := fs.Duration("write-interval", 500*time.Millisecond, "time between ledger writes while leading")
-	release := fs.Bool("release-on-stop", false, "confirm the end of each term (lockwarden.io/holder-release) once the work stopped, so that the next holder need not wait the lock delay; needs patch on distributedlocks and the config/policy admission policy")
+	release := fs.Bool("release-on-stop", true, "confirm the end of each term (lockwarden.io/holder-release) once the work stopped, so that the next holder is granted at once instead of after the lock delay; needs patch on distributedlocks and the config/policy admission policy (--release-on-stop=false turns it off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,23 +102,23 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}, Name: os.Getenv("POD_NAME")}, every: *every, name: os.Getenv("POD_NAME")}
+	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}, Name: os.Getenv("POD_NAME")}, every: *every, tr: tr}
 	e, err := leadership.New(leadership.Config{
 		// lead runs the work until the term ends and returns once it stopped: what
 		// ReleaseOnStop needs.
-		Config: cfg, Namespace: ns, Lock: lock, ReleaseOnStop: *release,
+		Config: cfg, Namespace: ns, Lock: lock, ReleaseOnStop: *release, Log: tr.logger(),
 		Callbacks: leadership.Callbacks{
 			OnStartedLeading: w.lead,
-			OnStoppedLeading: func() { fmt.Printf("%s: stopped leading\n", w.name) },
+			OnStoppedLeading: func() { tr.printf("stopped leading") },
 			OnNewHolder: func(holder string, token int64) {
-				fmt.Printf("%s: holder is %s with token %d\n", w.name, holder, token)
+				tr.printf("holder is %s with token %d", holder, token)
 			},
 		},
 	})
 	if err != nil {
 		return err
 	}
-	w.elector, w.uid = e, os.Getenv("POD_UID")
+	w.elector = e
 	if *probe != "0" {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(http.StatusOK) })
@@ -131,37 +148,83 @@ type worker struct {
 	ledger  *ledger.Client
 	elector *leadership.Elector
 	every   time.Duration
-	name    string
-	uid     string
+	tr      *tracer
 }
 
 // lead is OnStartedLeading: raise the fence first, then write with the token, checking
-// Valid() right before each write, until the term ends or the ledger refuses the token.
+// Valid() right before each write, until the term ends or the ledger refuses the token. The
+// work starts only once the fence raise is admitted; a raise refused because another writer
+// (this pod's previous process) presented the token first ends the term for this process.
+//
+// The writer ID is the term's (leadership.WriterOf): a token led again by this process after
+// its term lapsed is presented by another writer than the call before, whose writes may still
+// be on their way, so the ledger refuses the raise and the term is abandoned.
 func (w *worker) lead(ctx context.Context, token int64) {
-	fmt.Printf("%s: leading with token %d\n", w.name, token)
-	if err := w.ledger.Fence(ctx, w.uid, token); err != nil {
-		fmt.Printf("%s: raise fence with token %d: %v\n", w.name, token, err)
+	wr := leadership.WriterOf(ctx)
+	w.tr.printf("leading with token %d as writer %s", token, wr)
+	defer w.tr.printf("work stopped under token %d", token)
+	if !w.raise(ctx, wr, token) {
 		return
 	}
 	t := time.NewTicker(w.every)
 	defer t.Stop()
+	first := true
 	for seq := 1; ; seq++ {
 		if !w.elector.Valid() {
 			return
 		}
-		err := w.ledger.Append(ctx, w.uid, token, fmt.Sprintf("%s #%d", w.name, seq))
+		err := w.ledger.Append(ctx, wr, token, fmt.Sprintf("%s #%d", w.tr.name, seq))
 		switch {
+		case err == nil && first:
+			first = false
+			w.tr.printf("first write accepted with token %d", token)
 		case errors.Is(err, ledger.ErrStale):
-			fmt.Printf("%s: ledger refused token %d: %v\n", w.name, token, err)
+			w.tr.printf("ledger refused token %d: %v", token, err)
+			w.abandonIfTaken(token, err)
 			return
 		case err != nil && ctx.Err() == nil:
-			fmt.Printf("%s: write: %v\n", w.name, err)
+			w.tr.printf("write: %v", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// raise raises the fence at the ledger with token as writer wr, trying again every write
+// interval while the ledger cannot be reached and the term lasts. It reports whether the raise
+// was admitted.
+func (w *worker) raise(ctx context.Context, wr string, token int64) bool {
+	for {
+		if !w.elector.Valid() {
+			return false
+		}
+		err := w.ledger.Fence(ctx, wr, token)
+		if err == nil {
+			w.tr.printf("fence raised with token %d: admitted", token)
+			return true
+		}
+		w.tr.printf("raise fence with token %d: %v", token, err)
+		if errors.Is(err, ledger.ErrStale) {
+			w.abandonIfTaken(token, err)
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(w.every):
+		}
+	}
+}
+
+// abandonIfTaken ends the term of token for this process when the ledger refused it because
+// another writer presented it first: never lead it again, never release it.
+func (w *worker) abandonIfTaken(token int64, err error) {
+	if errors.Is(err, ledger.ErrOtherWriter) {
+		w.elector.Abandon(token)
+		w.tr.printf("term of token %d abandoned: another writer presented it first", token)
 	}
 }
 

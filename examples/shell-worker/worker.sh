@@ -9,12 +9,17 @@
 #   sidecar: LEADER_URL=http://127.0.0.1:8080 sh worker.sh, beside `lockwarden-agent sidecar`
 #            it asks /leader before each write and writes only with the token it answered.
 #
-# Environment: LEDGER_URL (required), POD_UID (the writer ID the ledger fences by; downward
-# API metadata.uid), POD_NAME (for the entries), WRITE_INTERVAL (seconds, default 1).
+# Environment: LEDGER_URL (required), POD_UID (downward API metadata.uid), POD_NAME (for the
+# entries), WRITE_INTERVAL (seconds, default 1), STALL_FILE (a test hook, below). The writer ID the ledger fences by names this
+# process, not only its pod: $LOCKWARDEN_WRITER under exec (the agent draws one per child),
+# else $POD_UID/<16 hex digits drawn at start>. A restarted worker is another writer, so a
+# write its dead predecessor sent late never passes for its own.
 #
-# Either way the first write of a term raises the fence at the ledger (POST /fence), so that
-# the ledger refuses any later write with an older token: a worker that was paused or cut
-# off and writes late is refused (409), however late it wakes up.
+# Either way the first write of a term raises the fence at the ledger (POST /fence), and no
+# entry is written before that raise is admitted, so that the ledger refuses any later write
+# with an older token: a worker that was paused or cut off and writes late is refused (409),
+# however late it wakes up. A raise refused for the very token it holds (another writer
+# presented it first) ends the term for this process: it exits 3.
 set -u
 
 : "${LEDGER_URL:?set LEDGER_URL to the ledger, e.g. http://ledger:8090}"
@@ -28,15 +33,19 @@ fi
 
 log() { echo "$(date +%H:%M:%S) $name: $*"; }
 
-# post PATH JSON: POST JSON to the ledger; prints the HTTP status (000: no answer).
+# The writer ID of this process.
+writer=${LOCKWARDEN_WRITER:-$POD_UID/$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')}
+
+# post PATH JSON: POST JSON to the ledger; prints "<HTTP status> <highest token accepted>"
+# (status 000: no answer). Both come from the reply's headers: the status line, which wget -S
+# prints even when the request fails, and Ledger-Highest.
 post() {
 	if command -v curl >/dev/null 2>&1; then
-		curl -s -o /dev/null -w '%{http_code}' -m 5 -H 'Content-Type: application/json' --data "$2" "$LEDGER_URL$1" || true
+		curl -s -o /dev/null -D - -m 5 -H 'Content-Type: application/json' --data "$2" "$LEDGER_URL$1" 2>/dev/null
 	else
-		# wget -S prints the status line ("HTTP/1.1 409 Conflict") even when it fails
-		wget -S -q -T 5 -O /dev/null --header 'Content-Type: application/json' --post-data "$2" "$LEDGER_URL$1" 2>&1 |
-			sed -n 's/.*HTTP\/1\.[01] \([0-9][0-9][0-9]\).*/\1/p' | tail -n 1
-	fi
+		wget -S -q -T 5 -O /dev/null --header 'Content-Type: application/json' --post-data "$2" "$LEDGER_URL$1" 2>&1
+	fi | tr -d '\r' | awk '$1 ~ /^HTTP\/1\.[01]$/ { s = $2 } tolower($1) == "ledger-highest:" { h = $2 }
+		END { if (s == "") s = "000"; print s, h }'
 }
 
 # get URL: prints the body of a 2xx answer; fails otherwise.
@@ -58,6 +67,18 @@ token() {
 	fi
 }
 
+# stall TOKEN: a test hook (cmd/lockwarden-agent's TestShellWorkerStalledWriteIsRefused). While
+# $STALL_FILE exists, the write about to be sent with TOKEN, whose token was just checked, waits
+# here, and says so in $STALL_FILE.stalled: the pause between a validity check and a write that
+# only the fence can make harmless. Unset (the default), it does nothing.
+stall() {
+	[ -n "${STALL_FILE:-}" ] && [ -e "$STALL_FILE" ] || return 0
+	log "stalled with token $1 between its check and its write ($STALL_FILE)"
+	echo "$1" >"$STALL_FILE.stalled"
+	while [ -e "$STALL_FILE" ]; do sleep 0.05; done
+	rm -f "$STALL_FILE.stalled"
+}
+
 trap 'log "SIGTERM: stopping"; exit 0' TERM
 
 fenced=""
@@ -69,10 +90,16 @@ while :; do
 		sleep "$interval"
 		continue
 	fi
+	stall "$tok"
 	if [ "$tok" != "$fenced" ]; then
-		status=$(post /fence "{\"writer\":\"$POD_UID\",\"token\":$tok}")
+		r=$(post /fence "{\"writer\":\"$writer\",\"token\":$tok}")
+		status=${r%% *} highest=${r#* }
 		if [ "$status" != 200 ]; then
 			log "raise fence with token $tok: HTTP $status"
+			if [ "$status" = 409 ] && [ "$highest" = "$tok" ]; then
+				log "token $tok is in use by another writer: the term is over for this process"
+				exit 3
+			fi
 			[ -n "${LOCKWARDEN_TOKEN:-}" ] && [ "$status" = 409 ] && exit 3
 			sleep "$interval"
 			continue
@@ -81,7 +108,8 @@ while :; do
 		log "leading with token $tok: fence raised"
 	fi
 	seq=$((seq + 1))
-	status=$(post /append "{\"writer\":\"$POD_UID\",\"token\":$tok,\"entry\":\"$name #$seq\"}")
+	r=$(post /append "{\"writer\":\"$writer\",\"token\":$tok,\"entry\":\"$name #$seq\"}")
+	status=${r%% *}
 	case $status in
 	200) log "appended #$seq with token $tok" ;;
 	409)

@@ -45,6 +45,7 @@ done
 	--dry-run=client -o yaml | "${KC[@]}" apply -f -
 "${KC[@]}" apply -k "$REPO/config/e2e"
 "${KC[@]}" -n lockwarden-system rollout status deployment/lockwarden-manager --timeout=180s
+"$REPO/hack/wait-lock-admission.sh" "${KC[@]}"
 "${KC[@]}" apply -k "$REPO/test/e2e/testdata/worker"
 "${KC[@]}" -n fenced-demo rollout status deployment/fenced-worker --timeout=120s
 for _ in $(seq 1 120); do

@@ -34,6 +34,8 @@ type runner struct {
 	stopDone func() // reports that a term's stop callbacks returned
 	send     func(*releaseJob)
 	skip     func(*releaseJob)
+	// setWriter makes a term's writer Writer()'s, right before its OnStartedLeading call.
+	setWriter func(string)
 	// pending counts releases queued and not yet sent or skipped.
 	pending atomic.Int32
 
@@ -136,6 +138,9 @@ func (r *runner) run() {
 				continue
 			}
 			t.term.started = true
+			if r.setWriter != nil {
+				r.setWriter(t.term.writer)
+			}
 			if r.cbs.OnStartedLeading != nil {
 				r.cbs.OnStartedLeading(t.term.ctx, t.term.token)
 			}

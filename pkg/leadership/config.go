@@ -80,7 +80,10 @@ type Config struct {
 	// or another holder, token or no lock was seen. It is off by default because the
 	// Callbacks contract lets OnStartedLeading return at once while work continues, and a
 	// release is a promise that nothing acts under the token any more. Release works either
-	// way.
+	// way. The package documentation says how to tell whether a callback qualifies; without
+	// the release the next holder waits for the lock delay or the kubelet's report that the
+	// pod's containers terminated, nothing else. A term this process abandoned (Abandon) is
+	// never released.
 	//
 	// The check "OnStartedLeading ran until the term ended" is made when the callback returns:
 	// it ran to the end if the term's context was already cancelled then. It can misfire for

@@ -57,11 +57,46 @@
 //     observation of the term still Held without the annotation sends it again, once per
 //     observation and never while a release is unanswered. A term whose deadline passed is
 //     never released automatically.
+//   - Does my callback qualify for ReleaseOnStop? It does when the term's work runs inside
+//     OnStartedLeading and has stopped when it returns: every goroutine it started has
+//     returned, every write it sent has been answered (or its connection closed), nothing it
+//     handed off (a queue, another process, another container) goes on under the token. A
+//     callback that starts work and returns at once does not qualify, nor one that returns
+//     while requests it sent may still be in flight without a deadline. Without the release
+//     you give up speed, not safety: the controller ends the term after the lock delay
+//     (max(lockDelaySeconds, termLeaseSeconds) from its acknowledged Releasing write), or at
+//     once when the kubelet reports every container of the pod terminated; the next holder
+//     starts that much later. lockwarden-agent exec (after the child, its process group and
+//     every descendant are gone), the fenced-worker and RunManager with crmanager.Options
+//     release by default; a bare ResourceLock only with ResourceLockConfig.ReleaseOnStop, and
+//     the agent's sidecar only as a declared native sidecar of a pod being deleted.
 //   - Who may release: the policy recognises the holder by a service-account token bound to
 //     the holder pod, so anyone who may mint such a token (create serviceaccounts/token for
 //     the holder's service account, or the kubelet of the holder's node) can release the
 //     holder's term as well as the pod itself. Releasing is exactly as strong as the right to
 //     mint tokens for the holder's service account; grant that right to no one else.
+//
+// # Writers
+//
+// A token names a term, and one term can reach a resource from two processes of one pod: the
+// process before a container restart (a write it sent before it died may still arrive) and
+// the one after; and from two terms of one process, when a term whose deadline passed is
+// confirmed again by a later read with the same token (a write the first OnStartedLeading
+// call sent may arrive after the second call's writes). So every term has a writer ID of its
+// own, "<Identity>/<incarnation>" with an incarnation drawn each time a term starts (package
+// pkg/fence/writer; the first term of a process presents the process's incarnation): stricter
+// than DESIGN.md's one incarnation per process. WriterOf(ctx) is the term's writer, from
+// OnStartedLeading's context; Writer() is the same value while that call runs (it is the
+// writer of the term whose OnStartedLeading was called last). Read it once at the callback's
+// start and send it with the token to every fenced resource (fence.Monotonic, the SQL form of
+// package fence), which admits an equal token only from the writer that presented it first.
+// A term's work starts only after its fence raise is admitted. When the resource refuses the
+// raise because another writer presented the same token first, the term is over for this
+// process: call Abandon(token). The term ends at once without a release (this process cannot
+// promise that the other writer stopped), the token is never led again by this process, and
+// ReadyzCheck fails while the lock still names the pod with it, so that the controller ends
+// the term and grants a new token. A token led again after its deadline passed is therefore
+// refused at every resource the earlier call fenced, and ends the same way.
 //
 // # Client-go parity
 //
@@ -103,8 +138,14 @@
 // 11/6 of LeaseDuration otherwise). So a manager that lost the lock stops its controllers
 // within the term's validity, but only when client-go gives up, up to RenewDeadline +
 // RetryPeriod after the controller ended the term: the ResourceLock's Valid() and Token()
-// follow the lock at once, and reconcilers check Valid() before each write. RunManager
-// re-campaigns after a lost lock and, with ReleaseOnStop, confirms a clean stop. Suspends:
+// follow the lock at once, and reconcilers check Valid() before each write. While client-go
+// does not lead, Get waits on a watch of the lock (at most RetryPeriod) until a grant to this
+// pod shows up, so a standby learns of its grant from the watch rather than at its next poll
+// (a grant that lands during client-go's pause between polls, RetryPeriod to 2.2 x
+// RetryPeriod, is still seen only at the next Get). RunManager re-campaigns after a lost lock
+// and confirms a clean stop with ResourceLockConfig.ReleaseOnStop, which crmanager.Options
+// sets for a manager whose GracefulShutdownTimeout is not 0 (a bare NewResourceLock cannot
+// see the manager's options: off unless the caller opts in). Suspends:
 // client-go's timers run on the monotonic clock, so after a suspend the controllers may run
 // past a validity measured on CLOCK_BOOTTIME; Valid() is right, which is why reconcilers
 // check it.

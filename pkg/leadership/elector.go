@@ -37,10 +37,21 @@ type Elector struct {
 	// released is the highest token whose release is sent, in flight, or seen on the lock:
 	// the loop does not lead it again. Only a release the API server refused puts it back.
 	released atomic.Int64
+	// abandoned is the highest token Abandon was called with: never led or released again.
+	// abandons tells the loop (capacity 1).
+	abandoned atomic.Int64
+	abandons  chan struct{}
+	// writer is Writer(): the writer ID of the term whose OnStartedLeading was called last
+	// (before any, the one the first term will present). draws counts the writers drawn.
+	writer atomic.Pointer[string]
+	draws  atomic.Int64
+	first  *string // the first term's writer (firstWriter)
 
 	// leader is the holder of the newest accepted observation while it is Held (GetLeader);
-	// nil otherwise. Only the decision loop stores it.
+	// nil otherwise. ending is its term while it is Releasing (Ending); nil otherwise. Only
+	// the decision loop stores them.
 	leader atomic.Pointer[leaderView]
+	ending atomic.Pointer[ending]
 	// count holds the counters Collector reports.
 	count counters
 
@@ -90,7 +101,12 @@ func New(cfg Config) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Config: %w", ErrInvalidConfig, err)
 	}
-	return &Elector{cfg: cfg, client: client, releases: make(chan chan<- error), loopDone: make(chan struct{})}, nil
+	e := &Elector{cfg: cfg, client: client, releases: make(chan chan<- error), loopDone: make(chan struct{}),
+		abandons: make(chan struct{}, 1)}
+	first := firstWriter(cfg.Identity)
+	e.first = &first
+	e.writer.Store(&first)
+	return e, nil
 }
 
 // Run elects until ctx ends: it reads the lock, watches it and calls the callbacks. It returns
@@ -121,11 +137,18 @@ func (e *Elector) Run(ctx context.Context) error {
 	// A release due at shutdown is sent after Run's context ended: bounded by ReleaseTimeout.
 	relCtx := context.WithoutCancel(ctx)
 	cb.send = func(j *releaseJob) {
+		if j.token <= e.abandoned.Load() {
+			// Abandoned while its callbacks still ran: another writer may act under it.
+			e.log().Info("release not sent: the term was abandoned", "token", j.token)
+			j.finish(ErrNotLeading)
+			return
+		}
 		err := e.sendRelease(relCtx, j.token)
 		e.count.release(err)
 		j.finish(err)
 	}
 	cb.skip = e.skipRelease
+	cb.setWriter = e.setWriter
 	var verdicts chan bool // nil without SingleTerm: the loop never receives from it
 	if e.cfg.SingleTerm {
 		verdicts = make(chan bool, 1)
@@ -152,24 +175,24 @@ func (e *Elector) Run(ctx context.Context) error {
 // write, and send the term's token with the write.
 func (e *Elector) Valid() bool {
 	v := e.led.Load()
-	return v != nil && now() < v.deadline
+	return v != nil && now() < v.deadline && v.token > e.abandoned.Load()
 }
 
 // ValidUntil returns the current term's deadline, or the zero Time when not leading. A newer
-// confirming read moves it later; an observation of another holder, phase or token ends the
-// term before it.
+// confirming read moves it later; an observation of another holder, phase or token, or
+// Abandon, ends the term before it.
 func (e *Elector) ValidUntil() time.Time {
 	v := e.led.Load()
-	if v == nil {
+	if v == nil || v.token <= e.abandoned.Load() {
 		return time.Time{}
 	}
-	return v.deadline.wall()
+	return v.deadline.Wall()
 }
 
 // Token returns the current term's fencing token while Valid() is true, else 0.
 func (e *Elector) Token() int64 {
 	v := e.led.Load()
-	if v == nil || now() >= v.deadline {
+	if v == nil || now() >= v.deadline || v.token <= e.abandoned.Load() {
 		return 0
 	}
 	return v.token
@@ -190,12 +213,12 @@ func (e *Elector) ReadyzCheck(*http.Request) error {
 	switch {
 	case !r.running:
 		return errors.New("leadership: elector is not running")
-	case len(r.stops) > 0 && t.sub(r.stops[0]) > e.cfg.StopBudget:
+	case len(r.stops) > 0 && t.Sub(r.stops[0]) > e.cfg.StopBudget:
 		return fmt.Errorf("leadership: callbacks still running %v after the term ended, over the stop budget %v",
-			t.sub(r.stops[0]).Round(time.Millisecond), e.cfg.StopBudget)
-	case t.sub(r.lastRead) > r.readLimit:
+			t.Sub(r.stops[0]).Round(time.Millisecond), e.cfg.StopBudget)
+	case t.Sub(r.lastRead) > r.readLimit:
 		return fmt.Errorf("leadership: no consistent read of distributedlock %s/%s for %v (limit %v): %w",
-			e.cfg.Namespace, e.cfg.Lock, t.sub(r.lastRead).Round(time.Millisecond), r.readLimit, errOrUnknown(r.readErr))
+			e.cfg.Namespace, e.cfg.Lock, t.Sub(r.lastRead).Round(time.Millisecond), r.readLimit, errOrUnknown(r.readErr))
 	case r.refused != nil:
 		return r.refused
 	}

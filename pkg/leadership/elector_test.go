@@ -91,6 +91,8 @@ func TestTermStartsPromptly(t *testing.T) {
 	if el.Token() != 7 {
 		t.Errorf("Token() = %d, want 7", el.Token())
 	}
+	t.Logf("grant's status write acknowledged to OnStartedLeading: %v (the periodic read was %v away)",
+		started.Sub(granted).Round(time.Millisecond), before.sent.Add(10*time.Second).Sub(granted).Round(time.Millisecond))
 }
 
 // TestNewTermOnTokenChange shows that a new token for the same pod is a new term: the old

@@ -2,6 +2,7 @@ package leadership_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/lockwarden/lockwarden/pkg/fence"
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
@@ -94,6 +97,45 @@ func ExampleElector_Release() {
 		fmt.Fprintln(os.Stderr, err)
 	}
 	stop()
+}
+
+// ExampleElector_Abandon raises the fence with the token and this process's writer ID before
+// the term's work, and gives the term up when the resource admitted that token from another
+// writer first: this pod's previous process, whose writes may still arrive.
+func ExampleElector_Abandon() {
+	res := &fence.Monotonic{} // the resource's admit check, normally in another process
+	// The pod's previous process raised the fence with token 12 before its container restarted.
+	_ = res.Admit(writer.ID("1f0c7a52-0000-4000-8000-000000000001", writer.NewIncarnation()), 12)
+
+	el, err := leadership.New(leadership.Config{
+		Config: &rest.Config{Host: "https://127.0.0.1:6443"}, Namespace: "shop", Lock: "payments-leader",
+		Identity: "1f0c7a52-0000-4000-8000-000000000001",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lead := func(_ context.Context, token int64) {
+		var se *fence.StaleError
+		switch err := res.Admit(el.Writer(), token); {
+		case errors.As(err, &se) && se.Current == token:
+			el.Abandon(token) // no work, no release; never this token again
+			fmt.Println("abandoned term", token)
+			return
+		case err != nil:
+			fmt.Println("stale:", err) // a newer term has begun
+			return
+		}
+		fmt.Println("fence raised with token", token)
+		// ... the term's work, with el.Writer() and token on every write
+	}
+	lead(context.Background(), 12) // as OnStartedLeading would be called
+	lead(context.Background(), 15) // the controller's next grant
+	fmt.Println(el.Valid())
+	// Output:
+	// abandoned term 12
+	// fence raised with token 15
+	// false
 }
 
 // ExampleNew shows that New names the field it refuses.

@@ -26,19 +26,27 @@ const (
 	// released the token (the patch was lost, its outcome unknown, or the annotation was
 	// removed): the release is sent again, once for this observation.
 	grantResend
+	// grantAbandoned: Held by this pod under a token this process abandoned (Abandon: a
+	// resource admitted the token from another writer): it does not lead, sends no release,
+	// and is not ready while the grant stands.
+	grantAbandoned
 )
 
 // judge decides what the observed lock means for the pod me, whose process released every
-// token up to released (0: none). A holder-release annotation naming me and the observed token
-// counts as released whatever this process remembers: a process restarted in the same pod
-// does not lead a term an earlier process of the pod released.
-func judge(lock *lockv1.DistributedLock, me types.UID, released int64) grant {
+// token up to released and abandoned every token up to abandoned (0: none). A holder-release
+// annotation naming me and the observed token counts as released whatever this process
+// remembers: a process restarted in the same pod does not lead a term an earlier process of
+// the pod released.
+func judge(lock *lockv1.DistributedLock, me types.UID, released, abandoned int64) grant {
 	st := &lock.Status
 	if st.Phase != lockv1.PhaseHeld || st.HolderUID != me || st.FencingToken <= 0 {
 		return grantNone
 	}
 	if annotated(lock, me, st.FencingToken) {
 		return grantReleased
+	}
+	if st.FencingToken <= abandoned {
+		return grantAbandoned
 	}
 	if st.FencingToken <= released {
 		return grantResend

@@ -32,28 +32,36 @@ func TestJudge(t *testing.T) {
 		lock     *lockv1.DistributedLock
 		released int64
 		want     grant
+		// abandoned is the highest token this process abandoned (0: none).
+		abandoned int64
 	}{
-		{"held by me, nothing released", lock(held, me, 40, ""), 0, grantLead},
-		{"held by me, an older token released", lock(held, me, 40, ""), 39, grantLead},
-		{"held by me, an older token's annotation", lock(held, me, 40, lockv1.HolderReleaseValue(me, 39)), 0, grantLead},
-		{"held by me, another pod's annotation with my token", lock(held, me, 40, lockv1.HolderReleaseValue(other, 40)), 0, grantLead},
-		{"held by me, malformed annotation", lock(held, me, 40, "me-40"), 0, grantLead},
-		{"restarted process: annotation names me and the token", lock(held, me, 40, lockv1.HolderReleaseValue(me, 40)), 0, grantReleased},
-		{"annotation and memory agree", lock(held, me, 40, lockv1.HolderReleaseValue(me, 40)), 40, grantReleased},
-		{"released in memory, annotation absent", lock(held, me, 40, ""), 40, grantResend},
-		{"released in memory, annotation of an older term", lock(held, me, 40, lockv1.HolderReleaseValue(me, 39)), 40, grantResend},
-		{"released a newer token than the observed one", lock(held, me, 40, ""), 41, grantResend},
-		{"another holder", lock(held, other, 40, ""), 0, grantNone},
-		{"another holder, my token released", lock(held, other, 40, ""), 40, grantNone},
-		{"releasing", lock(lockv1.PhaseReleasing, me, 40, lockv1.HolderReleaseValue(me, 40)), 40, grantNone},
-		{"pending", lock(lockv1.PhasePending, "", 0, ""), 0, grantNone},
-		{"held with no token", lock(held, me, 0, ""), 0, grantNone},
+		{"held by me, nothing released", lock(held, me, 40, ""), 0, grantLead, 0},
+		{"held by me, an older token released", lock(held, me, 40, ""), 39, grantLead, 0},
+		{"held by me, an older token's annotation", lock(held, me, 40, lockv1.HolderReleaseValue(me, 39)), 0, grantLead, 0},
+		{"held by me, another pod's annotation with my token", lock(held, me, 40, lockv1.HolderReleaseValue(other, 40)), 0, grantLead, 0},
+		{"held by me, malformed annotation", lock(held, me, 40, "me-40"), 0, grantLead, 0},
+		{"restarted process: annotation names me and the token", lock(held, me, 40, lockv1.HolderReleaseValue(me, 40)), 0, grantReleased, 0},
+		{"annotation and memory agree", lock(held, me, 40, lockv1.HolderReleaseValue(me, 40)), 40, grantReleased, 0},
+		{"released in memory, annotation absent", lock(held, me, 40, ""), 40, grantResend, 0},
+		{"released in memory, annotation of an older term", lock(held, me, 40, lockv1.HolderReleaseValue(me, 39)), 40, grantResend, 0},
+		{"released a newer token than the observed one", lock(held, me, 40, ""), 41, grantResend, 0},
+		{"another holder", lock(held, other, 40, ""), 0, grantNone, 0},
+		{"another holder, my token released", lock(held, other, 40, ""), 40, grantNone, 0},
+		{"releasing", lock(lockv1.PhaseReleasing, me, 40, lockv1.HolderReleaseValue(me, 40)), 40, grantNone, 0},
+		{"pending", lock(lockv1.PhasePending, "", 0, ""), 0, grantNone, 0},
+		{"held with no token", lock(held, me, 0, ""), 0, grantNone, 0},
+		{"abandoned by this process", lock(held, me, 40, ""), 0, grantAbandoned, 40},
+		{"an older token abandoned", lock(held, me, 40, ""), 0, grantLead, 39},
+		{"abandoned and released: no release sent again", lock(held, me, 40, ""), 40, grantAbandoned, 40},
+		{"abandoned, annotation names me and the token", lock(held, me, 40, lockv1.HolderReleaseValue(me, 40)), 0, grantReleased, 40},
+		{"another holder, my token abandoned", lock(held, other, 40, ""), 0, grantNone, 40},
+		{"releasing, my token abandoned", lock(lockv1.PhaseReleasing, me, 40, ""), 0, grantNone, 40},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := judge(tt.lock, me, tt.released); got != tt.want {
-				t.Errorf("judge(%s %s/%d %q, released %d) = %v, want %v", tt.lock.Status.Phase, tt.lock.Status.HolderUID,
-					tt.lock.Status.FencingToken, tt.lock.Annotations[lockv1.AnnotationHolderRelease], tt.released, got, tt.want)
+			if got := judge(tt.lock, me, tt.released, tt.abandoned); got != tt.want {
+				t.Errorf("judge(%s %s/%d %q, released %d, abandoned %d) = %v, want %v", tt.lock.Status.Phase, tt.lock.Status.HolderUID,
+					tt.lock.Status.FencingToken, tt.lock.Annotations[lockv1.AnnotationHolderRelease], tt.released, tt.abandoned, got, tt.want)
 			}
 		})
 	}

@@ -36,7 +36,7 @@ func stopOverdue(pending bool, ended, t instant, limit time.Duration) error {
 	if !pending {
 		return nil
 	}
-	if late := t.sub(ended); late > limit {
+	if late := t.Sub(ended); late > limit {
 		return fmt.Errorf("leadership: callbacks of a term still running %v after it ended, over the liveness limit %v (stop budget + liveness timeout)",
 			late.Round(time.Millisecond), limit)
 	}

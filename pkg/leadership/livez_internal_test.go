@@ -25,7 +25,7 @@ func TestStopOverdue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := stopOverdue(tt.pending, ended, ended.add(tt.after), limit)
+			err := stopOverdue(tt.pending, ended, ended.Add(tt.after), limit)
 			if (err != nil) != tt.fails {
 				t.Errorf("stopOverdue(%v, end, end+%v, %v) = %v, want failing %v", tt.pending, tt.after, limit, err, tt.fails)
 			}

@@ -13,7 +13,8 @@ import (
 // term is one period of leadership under one token.
 type term struct {
 	token  int64
-	ctx    context.Context // OnStartedLeading's; cancelled when the term ends
+	writer string          // the writer ID drawn for this term (writer.go)
+	ctx    context.Context // OnStartedLeading's, carrying writer; cancelled when the term ends
 	cancel context.CancelFunc
 	// started is set by the callback runner when it calls OnStartedLeading; ranToEnd when
 	// it returned after ctx was cancelled (it ran for the whole term). Only the runner uses
@@ -51,6 +52,7 @@ type loop struct {
 	tokenMax int64 // highest token seen on this incarnation of the lock
 
 	reported holderKey // last grant passed to OnNewHolder
+	seen     int64     // token of the last grant to this pod an observation showed (logged once)
 	term     *term     // the open term, nil when not leading
 	view     view      // the holder as the newest accepted observation shows it
 	lastTerm int64     // token of the last term that ended, for Release
@@ -76,6 +78,8 @@ func (l *loop) run(observations <-chan observation) {
 			l.observe(o)
 		case done := <-l.e.releases:
 			l.release(done)
+		case <-l.e.abandons:
+			l.abandon()
 		case <-l.deadline.C:
 			l.checkDeadline()
 		case started := <-l.verdicts:
@@ -121,6 +125,7 @@ func (l *loop) observe(o observation) {
 		// No lock, so no holder: a read that finds none is newer than anything seen before it.
 		l.view = view{}
 		l.e.leader.Store(nil)
+		l.e.setEnding(nil)
 		l.end("lock not found")
 		l.reported = holderKey{}
 		l.e.setRefused(nil)
@@ -132,9 +137,10 @@ func (l *loop) observe(o observation) {
 	st := &o.lock.Status
 	l.view = view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}
 	l.e.setLeader(st)
+	l.e.setEnding(st)
 	// A released token is not led again, by this process or a later one of the same pod: the
 	// controller ends that term.
-	g := judge(o.lock, l.e.cfg.Identity, l.e.released.Load())
+	g := judge(o.lock, l.e.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
 	mine := g == grantLead
 	switch g {
 	case grantReleased:
@@ -155,8 +161,12 @@ func (l *loop) observe(o observation) {
 		}
 	}
 	if !mine {
-		l.e.setRefused(nil)
+		l.e.setRefused(abandonedErr(l.view, l.e.cfg.Identity, l.e.abandoned.Load()))
 		return
+	}
+	if st.FencingToken != l.seen {
+		l.seen = st.FencingToken
+		l.log.Info("grant seen", "token", st.FencingToken, "source", source(o))
 	}
 	lease := time.Duration(st.TermLeaseSeconds) * time.Second
 	if err := l.e.cfg.refuses(lease); err != nil {
@@ -176,7 +186,7 @@ func (l *loop) observe(o observation) {
 		}
 		return
 	}
-	deadline := o.sent.add(lease - l.e.cfg.margin(lease))
+	deadline := o.sent.Add(lease - l.e.cfg.margin(lease))
 	if now() >= deadline {
 		return // confirmed too late to lead; the next read decides
 	}
@@ -188,6 +198,14 @@ func (l *loop) observe(o observation) {
 		return
 	}
 	l.extend(deadline)
+}
+
+// source names where an observation came from, for logs.
+func source(o observation) string {
+	if o.read {
+		return "consistent read"
+	}
+	return "watch event"
 }
 
 // accept orders observations: it drops one older than an observation already accepted (a
@@ -229,14 +247,15 @@ func endReason(st *lockv1.DistributedLockStatus, me types.UID) string {
 
 // start opens a term of token until deadline.
 func (l *loop) start(token int64, deadline instant) {
-	ctx, cancel := context.WithCancel(l.ctx)
-	l.term = &term{token: token, ctx: ctx, cancel: cancel}
+	w := l.e.drawWriter()
+	ctx, cancel := context.WithCancel(withWriter(l.ctx, w))
+	l.term = &term{token: token, writer: w, ctx: ctx, cancel: cancel}
 	l.e.led.Store(&termView{token: token, deadline: deadline})
-	l.deadline.Reset(deadline.sub(now()))
+	l.deadline.Reset(deadline.Sub(now()))
 	l.e.count.terms.Add(1)
 	l.awaiting = l.verdicts != nil
 	l.cb.start(l.term)
-	l.log.Info("leading", "token", token, "validFor", deadline.sub(now()).Round(time.Millisecond))
+	l.log.Info("leading", "token", token, "validFor", deadline.Sub(now()).Round(time.Millisecond))
 }
 
 // extend moves the open term's deadline later.
@@ -245,7 +264,7 @@ func (l *loop) extend(deadline instant) {
 		return
 	}
 	l.e.led.Store(&termView{token: l.term.token, deadline: deadline})
-	l.deadline.Reset(deadline.sub(now()))
+	l.deadline.Reset(deadline.Sub(now()))
 }
 
 // checkDeadline ends the open term when its deadline has passed (the timer may have fired for
@@ -255,7 +274,7 @@ func (l *loop) checkDeadline() {
 	if l.term == nil || v == nil {
 		return
 	}
-	if left := v.deadline.sub(now()); left > 0 {
+	if left := v.deadline.Sub(now()); left > 0 {
 		l.deadline.Reset(left)
 		return
 	}

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // namespace creates a fresh namespace for one test.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lead-"}}
 	if err := k8s.Create(t.Context(), ns); err != nil {
@@ -49,12 +49,12 @@ func namespace(t *testing.T) string {
 }
 
 // createLock creates a DistributedLock with no status.
-func createLock(t *testing.T, ns, name string, leaseSeconds int32) client.ObjectKey {
+func createLock(t testing.TB, ns, name string, leaseSeconds int32) client.ObjectKey {
 	t.Helper()
 	lock := &lockv1.DistributedLock{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "worker"}}},
+			Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "worker"})},
 			LeaseDurationSeconds: leaseSeconds,
 		},
 	}
@@ -68,7 +68,7 @@ func createLock(t *testing.T, ns, name string, leaseSeconds int32) client.Object
 // maxFencingToken at or above fencingToken and never lowers it (the CRD refuses otherwise).
 // It returns when the API server has acknowledged the write. A conflict (an elector's
 // release patched the lock meanwhile) is retried on a fresh read, as the controller does.
-func setStatus(t *testing.T, key client.ObjectKey, mutate func(*lockv1.DistributedLockStatus)) {
+func setStatus(t testing.TB, key client.ObjectKey, mutate func(*lockv1.DistributedLockStatus)) {
 	t.Helper()
 	for range 10 {
 		var lock lockv1.DistributedLock
@@ -304,7 +304,7 @@ type harness struct {
 
 // newHarness creates a lock of leaseSeconds and a proxy to the API server. The elector is
 // started by run.
-func newHarness(t *testing.T, leaseSeconds int32) *harness {
+func newHarness(t testing.TB, leaseSeconds int32) *harness {
 	t.Helper()
 	ns := namespace(t)
 	key := createLock(t, ns, "leader", leaseSeconds)

@@ -102,7 +102,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e := c.e
 	var master, token, left float64
 	if v := e.led.Load(); v != nil {
-		if d := v.deadline.sub(now()); d > 0 {
+		if d := v.deadline.Sub(now()); d > 0 {
 			master, token, left = 1, float64(v.token), d.Seconds()
 		}
 	}

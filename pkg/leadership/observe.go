@@ -105,7 +105,7 @@ func (e *Elector) readLoop(ctx context.Context, readNow <-chan struct{}, out cha
 			if l := leaseOf(lock); l > 0 {
 				period = l / 3
 			}
-			next = period - now().sub(sent)
+			next = period - now().Sub(sent)
 		}
 		select {
 		case out <- observation{read: true, sent: sent, lock: lock, err: err}:

@@ -88,9 +88,12 @@ func (e *Elector) Release(ctx context.Context) error {
 func (l *loop) release(done chan<- error) {
 	me := l.e.cfg.Identity
 	switch {
+	case l.term != nil && l.term.token <= l.e.abandoned.Load():
+		l.abandon() // Abandon's notice has not arrived yet: end it without a release
+		done <- ErrNotLeading
 	case l.term != nil:
 		l.endTerm("release requested", &releaseJob{token: l.term.token, done: done})
-	case l.lastTerm != 0 && l.view.names(me, l.lastTerm):
+	case l.lastTerm != 0 && l.lastTerm > l.e.abandoned.Load() && l.view.names(me, l.lastTerm):
 		l.e.released.Store(max(l.e.released.Load(), l.lastTerm))
 		l.cb.release(&releaseJob{token: l.lastTerm, done: done})
 	default:
@@ -103,7 +106,7 @@ func (l *loop) release(done chan<- error) {
 // end is one the pod may confirm (not a passed deadline: the pod may lead again when a read
 // confirms the term).
 func (l *loop) autoRelease(token int64) *releaseJob {
-	if !l.e.cfg.ReleaseOnStop || !l.view.names(l.e.cfg.Identity, token) {
+	if !l.e.cfg.ReleaseOnStop || token <= l.e.abandoned.Load() || !l.view.names(l.e.cfg.Identity, token) {
 		return nil
 	}
 	return &releaseJob{token: token, auto: true}
@@ -120,27 +123,30 @@ func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 	if err != nil {
 		return fmt.Errorf("leadership: encode release: %w", err)
 	}
-	err = e.client.Patch(types.MergePatchType).
+	log := e.log()
+	log.Info("release sent", "token", token)
+	res := e.client.Patch(types.MergePatchType).
 		Namespace(e.cfg.Namespace).
 		Resource("distributedlocks").
 		Name(e.cfg.Lock).
 		Body(patch).
-		Do(ctx).
-		Error()
-	log := e.log()
+		Do(ctx)
+	var code int
+	res.StatusCode(&code)
+	err = res.Error()
 	if err != nil {
 		err = fmt.Errorf("leadership: release distributedlock %s/%s term %d: %w", e.cfg.Namespace, e.cfg.Lock, token, err)
 		if !refusedRelease(err) {
 			// The API server may have applied it: the token stays released, and the next
 			// observation that shows the term without the annotation sends it again.
-			log.Info("release outcome unknown; the token stays released", "token", token, "error", err.Error())
+			log.Info("release outcome unknown; the token stays released", "token", token, "status", code, "error", err.Error())
 			return err
 		}
 		e.released.CompareAndSwap(token, 0)
-		log.Info("release refused; the controller ends the term after the lock delay", "token", token, "error", err.Error())
+		log.Info("release refused; the controller ends the term after the lock delay", "token", token, "status", code, "error", err.Error())
 		return err
 	}
-	log.Info("released", "token", token)
+	log.Info("released", "token", token, "status", code)
 	return nil
 }
 

@@ -64,13 +64,24 @@ type ResourceLockConfig struct {
 	// 15 s that needs spec.leaseDurationSeconds 32 or more; a shorter lock needs ExactTimings or
 	// a shorter manager LeaseDuration.
 	ExactTimings bool
-	// ReleaseOnStop makes RunManager confirm the end of the term to the controller (the
-	// holder-release annotation, see Elector.Release) when its context ended, the manager's
-	// Start returned nil (every runnable returned within GracefulShutdownTimeout) and client-go
-	// stopped leading because the manager stopped it, its newest read confirming the term, not
-	// because a renewal failed (default false; see Release). Then controller-runtime waited for every runnable, except when
-	// GracefulShutdownTimeout is 0: leave ReleaseOnStop off then (crmanager.Options refuses it).
+	// ReleaseOnStop makes RunManager release the term on a clean stop: it confirms the end of
+	// the term to the controller (the holder-release annotation, see Elector.Release), so that
+	// the next candidate is granted at once instead of after the lock delay, when its context
+	// ended, the manager's Start returned nil and client-go stopped leading because the
+	// manager stopped it, its newest read confirming the term, not because a renewal failed
+	// (see Release). The release then promises that controller-runtime waited for every
+	// runnable to return, which it does only within a GracefulShutdownTimeout that is not 0: a
+	// manager with 0 returns from Start at once, before its runnables, and its nil proves
+	// nothing. The lock cannot see the manager's options, so the release is off (false) for a
+	// lock made by NewResourceLock: set ReleaseOnStop only for a manager whose
+	// GracefulShutdownTimeout is unset (controller-runtime's 30 s), positive, or negative
+	// (no bound). crmanager.Options, which sees both sides, sets it for such a manager unless
+	// DisableReleaseOnStop. Without the release the controller ends the term after the lock
+	// delay, or at once when the kubelet reports the pod's containers terminated.
 	ReleaseOnStop bool
+	// DisableReleaseOnStop turns the release off: crmanager.Options then leaves ReleaseOnStop
+	// false, and it overrides a ReleaseOnStop set by hand. Default false.
+	DisableReleaseOnStop bool
 	// ReleaseTimeout bounds a release request, as Config.ReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Log receives refusals and releases. The zero Logger discards.
@@ -87,7 +98,7 @@ type ResourceLockConfig struct {
 // of the term's validity left. Create always fails: declare the lock in YAML. Token, Valid
 // and ValidUntil give the term to the controllers, which should send the token with each
 // write (see pkg/fence) and check Valid right before it. A lock serves one manager at a time;
-// RunManager runs several one after another.
+// RunManager runs several one after another, and releases the term on a clean stop.
 type ResourceLock struct {
 	e   *Elector // never Run: its client, config, clock and releases
 	cfg ResourceLockConfig
@@ -165,6 +176,14 @@ func NewResourceLock(cfg ResourceLockConfig) (*ResourceLock, error) {
 	return l, nil
 }
 
+// ReleasesOnStop reports whether RunManager releases the term on a clean stop:
+// ResourceLockConfig.ReleaseOnStop and not DisableReleaseOnStop. False for a lock made by
+// NewResourceLock unless the caller opted in; crmanager.Options turns it on for a manager
+// whose GracefulShutdownTimeout is not 0.
+func (l *ResourceLock) ReleasesOnStop() bool {
+	return l.cfg.ReleaseOnStop && !l.cfg.DisableReleaseOnStop
+}
+
 // Identity returns this pod's UID: client-go's identity of the candidate.
 func (l *ResourceLock) Identity() string { return string(l.cfg.Identity) }
 
@@ -178,6 +197,7 @@ func (l *ResourceLock) Describe() string {
 func (l *ResourceLock) RecordEvent(s string) {
 	switch s {
 	case "became leader":
+		l.e.setWriter(l.e.drawWriter()) // a term's work starts: a writer of its own
 		l.cleanStop.Store(false)
 		l.renewing.Store(true)
 	case "stopped leading":
@@ -197,26 +217,48 @@ func (l *ResourceLock) Create(context.Context, resourcelock.LeaderElectionRecord
 // reads the clock itself. Check it right before each write.
 func (l *ResourceLock) Valid() bool {
 	v := l.led.Load()
-	return v != nil && now() < v.deadline
+	return v != nil && now() < v.deadline && v.token > l.e.abandoned.Load()
 }
 
 // Token returns the confirmed term's fencing token while Valid() is true, else 0.
 func (l *ResourceLock) Token() int64 {
 	v := l.led.Load()
-	if v == nil || now() >= v.deadline {
+	if v == nil || now() >= v.deadline || v.token <= l.e.abandoned.Load() {
 		return 0
 	}
 	return v.token
+}
+
+// Writer returns the writer ID to present with Token() to fenced resources, as
+// Elector.Writer: "<Identity>/<incarnation>", with an incarnation drawn each time client-go
+// becomes leader with the lock (its "became leader" event, before the manager starts its
+// leader-election runnables), the first time the process's own. A manager that leads again
+// (RunManager after a lost lock, or a term led again with the same token) presents another
+// writer than the one before, whose writes may still be on their way, so a resource that
+// fenced the token for the earlier writer refuses it: Abandon it then. Read it in each
+// reconcile, next to Token(); it changes only when client-go becomes leader again.
+func (l *ResourceLock) Writer() string { return l.e.Writer() }
+
+// Abandon ends this process's term of token for good, without a release, as Elector.Abandon:
+// call it when a resource refused token from Writer() because another writer presented it
+// first. Valid() is false for it from the call on; Update confirms it no more (so client-go
+// stops leading at its next renewal), Release never releases it, and ReadyzCheck fails,
+// wrapping ErrAbandoned, while the lock still names this pod with it.
+func (l *ResourceLock) Abandon(token int64) {
+	l.e.Abandon(token)
+	if v := l.led.Load(); v != nil && v.token <= l.e.abandoned.Load() {
+		l.led.CompareAndSwap(v, nil)
+	}
 }
 
 // ValidUntil returns the confirmed term's validity deadline, or the zero Time when no term
 // is confirmed (the newest Update failed).
 func (l *ResourceLock) ValidUntil() time.Time {
 	v := l.led.Load()
-	if v == nil {
+	if v == nil || v.token <= l.e.abandoned.Load() {
 		return time.Time{}
 	}
-	return v.deadline.wall()
+	return v.deadline.Wall()
 }
 
 // ReadyzCheck is a readiness check (the shape of controller-runtime's healthz.Checker): it
@@ -235,9 +277,9 @@ func (l *ResourceLock) ReadyzCheck(*http.Request) error {
 		return l.mismatch
 	case !l.campaigning.Load():
 		return errors.New("leadership: not campaigning yet: no manager has started its leader election with this lock")
-	case t.sub(l.lastRead) > l.limit:
+	case t.Sub(l.lastRead) > l.limit:
 		return fmt.Errorf("leadership: no consistent read of %s for %v (limit %v): %w",
-			l.Describe(), t.sub(l.lastRead).Round(time.Millisecond), l.limit, errOrUnknown(l.readErr))
+			l.Describe(), t.Sub(l.lastRead).Round(time.Millisecond), l.limit, errOrUnknown(l.readErr))
 	case l.refused != nil:
 		return l.refused
 	}
@@ -252,4 +294,4 @@ func (l *ResourceLock) lastTerm() *termView {
 }
 
 // errIgnoredRelease is logged when client-go asks to release (ReleaseOnCancel).
-var errIgnoredRelease = errors.New("client-go's release is ignored: it is sent before controller-runtime stops the controllers of a lost lease; use RunManager with ReleaseOnStop")
+var errIgnoredRelease = errors.New("client-go's release is ignored: it is sent before controller-runtime stops the controllers of a lost lease; RunManager releases after they stopped")

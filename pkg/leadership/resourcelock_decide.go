@@ -60,6 +60,8 @@ func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin 
 	case grantLead:
 	case grantReleased, grantResend:
 		return renewal{err: fmt.Errorf("%w: this pod released term %d", ErrNotGranted, st.FencingToken)}
+	case grantAbandoned:
+		return renewal{err: fmt.Errorf("%w: this process abandoned term %d", ErrNotGranted, st.FencingToken)}
 	default:
 		return renewal{err: fmt.Errorf("%w: %s", ErrNotGranted, describeStatus(st))}
 	}
@@ -72,10 +74,10 @@ func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin 
 			ErrTimingsRefused, lease, margin, lease-margin, t, remedy(t, margin))}
 	}
 	if done < notBefore {
-		return renewal{err: fmt.Errorf("%w: %v more", errWaitingOut, notBefore.sub(done).Round(time.Millisecond))}
+		return renewal{err: fmt.Errorf("%w: %v more", errWaitingOut, notBefore.Sub(done).Round(time.Millisecond))}
 	}
-	deadline := sent.add(lease - margin)
-	if left := deadline.sub(done); left < t.belief() {
+	deadline := sent.Add(lease - margin)
+	if left := deadline.Sub(done); left < t.belief() {
 		return renewal{err: fmt.Errorf("%w: %v of validity left, RenewDeadline + RetryPeriod need %v", errConfirmedLate, left.Round(time.Millisecond), t.belief())}
 	}
 	return renewal{token: st.FencingToken, deadline: deadline}

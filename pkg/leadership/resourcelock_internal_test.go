@@ -36,12 +36,12 @@ func TestDecideRenewal(t *testing.T) {
 		done    instant
 		want    error // nil: renewed until sent + lease - margin
 	}{
-		{"granted, read fast", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(50 * time.Millisecond), nil},
-		{"granted, read took 900ms: 12.1s left", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(900 * time.Millisecond), nil},
-		{"granted, read took 1.5s: 11.5s left < 12s", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.add(1500 * time.Millisecond), errConfirmedLate},
+		{"granted, read fast", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.Add(50 * time.Millisecond), nil},
+		{"granted, read took 900ms: 12.1s left", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.Add(900 * time.Millisecond), nil},
+		{"granted, read took 1.5s: 11.5s left < 12s", heldLock("a", 7, 15), grantLead, nil, 2 * sec, crDefaults, sent.Add(1500 * time.Millisecond), errConfirmedLate},
 		{"lease 12s cannot cover 10s+2s after a 2s margin", heldLock("a", 7, 12), grantLead, nil, 2 * sec, crDefaults, sent, ErrTimingsRefused},
 		{"lease 14s leaves exactly 12s: refused (not more than)", heldLock("a", 7, 14), grantLead, nil, 2 * sec, crDefaults, sent, ErrTimingsRefused},
-		{"short timings on a short lease", heldLock("a", 7, 8), grantLead, nil, 2 * sec, timings{renewDeadline: 3 * sec, retryPeriod: sec}, sent.add(time.Second), nil},
+		{"short timings on a short lease", heldLock("a", 7, 8), grantLead, nil, 2 * sec, timings{renewDeadline: 3 * sec, retryPeriod: sec}, sent.Add(time.Second), nil},
 		{"margin refused", heldLock("a", 7, 15), grantLead, errors.New("margin"), 2 * sec, crDefaults, sent, nil},
 		{"another holder", heldLock("b", 7, 15), grantNone, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
 		{"released token", heldLock("a", 7, 15), grantReleased, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
@@ -49,7 +49,7 @@ func TestDecideRenewal(t *testing.T) {
 		{"no lock", nil, grantNone, nil, 2 * sec, crDefaults, sent, ErrNotGranted},
 		// Without ExactTimings, a record's LeaseDuration of 15 s bounds RenewDeadline below 16 s
 		// and RetryPeriod below 16/1.2 s: 29.33 s of belief.
-		{"unknown timings: a 32 s lease leaves 30 s", heldLock("a", 7, 32), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent.add(100 * time.Millisecond), nil},
+		{"unknown timings: a 32 s lease leaves 30 s", heldLock("a", 7, 32), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent.Add(100 * time.Millisecond), nil},
 		{"unknown timings: a 31 s lease leaves 29 s", heldLock("a", 7, 31), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent, ErrTimingsRefused},
 		{"unknown timings: the default 15 s lease", heldLock("a", 7, 15), grantLead, nil, 2 * sec, timings{16 * sec, 16 * sec * 5 / 6, true}, sent, ErrTimingsRefused},
 	}
@@ -63,7 +63,7 @@ func TestDecideRenewal(t *testing.T) {
 				}
 			case c.want == nil:
 				lease := time.Duration(c.lock.Status.TermLeaseSeconds) * time.Second
-				if r.err != nil || r.token != c.lock.Status.FencingToken || r.deadline != sent.add(lease-c.margin) {
+				if r.err != nil || r.token != c.lock.Status.FencingToken || r.deadline != sent.Add(lease-c.margin) {
 					t.Fatalf("renewal = %+v, want token %d until sent+%v", r, c.lock.Status.FencingToken, lease-c.margin)
 				}
 			default:

@@ -43,11 +43,15 @@ var (
 // SkipNameValidation (controller-runtime otherwise refuses the same controller names in the
 // rebuilt manager).
 //
-// When ctx ends, RunManager returns what Start returned. With ResourceLockConfig.ReleaseOnStop
-// it first confirms the end of the term to the controller (Release), which then grants the
-// next candidate without the lock delay, but only when Start returned nil and client-go
-// stopped leading because the manager stopped it (its newest read had confirmed the term): a
-// read that did not, first, means controller-runtime may not have waited for the runnables.
+// When ctx ends, RunManager returns what Start returned. With lock.ReleasesOnStop() it first
+// confirms the end of the term to the controller (Release), which then grants the next
+// candidate without the lock delay, but only when Start returned nil and client-go stopped
+// leading because the manager stopped it (its newest read had confirmed the term): a read
+// that did not, first, means controller-runtime may not have waited for the runnables. The
+// release is off for a lock made by NewResourceLock (RunManager cannot see the manager's
+// GracefulShutdownTimeout, and with 0 Start returns before the runnables did): set
+// ResourceLockConfig.ReleaseOnStop for a manager whose timeout is not 0, or make manager
+// options and lock with crmanager.Options, which does so.
 //
 // controller-runtime reports a lost lock only by that error's text (v0.25); a wrapped or
 // reworded error is returned instead of re-campaigning, which fails safe.
@@ -60,7 +64,7 @@ func RunManager(ctx context.Context, lock *ResourceLock, build func() (Manager, 
 		}
 		err = m.Start(ctx)
 		if ctx.Err() != nil {
-			if err == nil && lock.cfg.ReleaseOnStop {
+			if err == nil && lock.ReleasesOnStop() {
 				lock.releaseAfterStop(context.WithoutCancel(ctx))
 			}
 			return err
@@ -107,7 +111,7 @@ func (l *ResourceLock) waitOutTerm() {
 	}
 	l.notBefore.Store(int64(t.deadline))
 	l.e.log().Info("lost the lock; campaigning again, leading no sooner than the lost term's validity allows",
-		"wait", max(t.deadline.sub(now()), 0).Round(time.Millisecond))
+		"wait", max(t.deadline.Sub(now()), 0).Round(time.Millisecond))
 }
 
 // releaseAfterStop releases the newest confirmed term once the manager has stopped, if the
@@ -124,7 +128,7 @@ func (l *ResourceLock) releaseAfterStop(ctx context.Context) {
 // consistent read still shows the lock naming this pod with that token, Held or Releasing,
 // and returns ErrNotLeading otherwise. The controller then grants the next candidate without
 // the lock delay. Call it once the manager's Start returned nil after its context ended
-// (RunManager with ReleaseOnStop does this); it refuses, with ErrStillLeading, while client-go
+// (RunManager does this when ReleasesOnStop); it refuses, with ErrStillLeading, while client-go
 // leads with the lock (it cannot end the manager's term, and client-go would go on leading
 // for up to RenewDeadline + RetryPeriod), and with ErrUncleanStop when client-go stopped
 // leading after a read that did not confirm the term: controller-runtime then stops waiting
@@ -141,8 +145,8 @@ func (l *ResourceLock) Release(ctx context.Context) error {
 		return ErrUncleanStop
 	}
 	t := l.lastTerm()
-	if t == nil {
-		return ErrNotLeading
+	if t == nil || t.token <= l.e.abandoned.Load() {
+		return ErrNotLeading // an abandoned term is never released
 	}
 	l.led.Store(nil)
 	lock, err := l.e.get(ctx)

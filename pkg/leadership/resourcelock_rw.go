@@ -18,7 +18,13 @@ import (
 // accept) the record names this pod, so client-go goes on to Update, which confirms the grant.
 // Otherwise it names the holder (its UID) or the phase ("lockwarden:Releasing") with a renew
 // time of now, so that client-go sees a valid lease and waits instead of calling Update.
+//
+// While client-go is not leading with the lock, Get first waits on a watch of the lock until
+// an event shows a grant to this pod, for at most RetryPeriod (and ctx): a standby learns of
+// its grant from the watch, not at its next poll. The watch only ends the wait; the
+// consistent read that follows decides.
 func (l *ResourceLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.awaitGrant(ctx)
 	lock, r, err := l.read(ctx, true)
 	if err != nil {
 		return nil, nil, err
@@ -101,7 +107,7 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 		l.mu.Unlock()
 		return nil, renewal{}, err
 	}
-	g := judge(lock, l.cfg.Identity, l.e.released.Load())
+	g := judge(lock, l.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
 	var refused error
 	if g == grantLead {
 		refused = l.e.cfg.refuses(time.Duration(lock.Status.TermLeaseSeconds) * time.Second)
@@ -152,7 +158,8 @@ func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, 
 	defer l.mu.Unlock()
 	l.readSucceeded(lock, sent)
 	prev := l.refused
-	l.refused = nil
+	st := &lock.Status
+	l.refused = abandonedErr(view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}, l.cfg.Identity, l.e.abandoned.Load())
 	if g == grantLead && isRefusal(r.err) {
 		if prev == nil {
 			l.e.log().Info("term refused", "token", lock.Status.FencingToken, "error", r.err.Error())

@@ -122,6 +122,8 @@ func TestReview14ReleaseWhileRunnableRunsNoRace(t *testing.T) {
 	h := newHarness(t, 8)
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
 	log, released := releaseLog()
+	// ReleaseOnStop: the manager's GracefulShutdownTimeout is 3 s, so the opt-in is legitimate; the
+	// test is about RunManager's clean-stop rule under it.
 	l := recordedResourceLock(t, h, "pod-a", "uid-a", leadership.ResourceLockConfig{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second, ExactTimings: true, ReleaseOnStop: true, Log: log})
 	run := &slowStop{linger: 8 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())

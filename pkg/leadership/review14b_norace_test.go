@@ -34,6 +34,7 @@ func TestReview14bCleanStopAfterGetOnlyRoundNoRace(t *testing.T) {
 	setStatus(t, h.key, held("pod-a", "uid-a", 5, 8))
 	log, released := releaseLog()
 	const ld, rd, rp = 1900 * time.Millisecond, 1800 * time.Millisecond, 1200 * time.Millisecond
+	// ReleaseOnStop: the manager's GracefulShutdownTimeout is 5 s (see above).
 	l := recordedResourceLock(t, h, "pod-a", "uid-a", leadership.ResourceLockConfig{LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ExactTimings: true, ReleaseOnStop: true, Log: log})
 	run := &slowStop{linger: 8 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,7 +3,10 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 )
 
 // Violation is one broken property, named by its checker.
@@ -73,11 +76,54 @@ func CheckLedger(outs []Outcome) []Violation {
 			vs = append(vs, Violation{Checker: "ledger", Detail: fmt.Sprintf("decision %d accepted token %d from %s after accepting token %d", i, o.Token, o.Writer, highest)})
 		}
 		if w, ok := owner[o.Token]; ok && w != o.Writer {
-			vs = append(vs, Violation{Checker: "ledger", Detail: fmt.Sprintf("decision %d accepted token %d from %s, already accepted from %s", i, o.Token, o.Writer, w)})
+			same := ""
+			if writer.Owner(w) == writer.Owner(o.Writer) {
+				same = " (two processes of one pod)"
+			}
+			vs = append(vs, Violation{Checker: "ledger", Detail: fmt.Sprintf("decision %d accepted token %d from %s, already accepted from %s%s", i, o.Token, o.Writer, w, same)})
 		} else if !ok {
 			owner[o.Token] = o.Writer
 		}
 		highest = max(highest, o.Token)
+	}
+	return vs
+}
+
+// CheckIncarnations checks the workers' own records: no two processes of one pod (histories
+// of one UID) had a write accepted under one token. A restart never keeps a token: the
+// restarted process gets a new one, or its fence raise with the old one is refused (the dead
+// process presented it first) and it abandons it.
+func CheckIncarnations(hs []WorkerHistory) []Violation {
+	type key struct {
+		uid   string
+		token int64
+	}
+	wrote := map[key][]string{} // writers (or history numbers) with an accepted write
+	var order []key
+	for i, h := range hs {
+		who := h.Writer()
+		if who == h.UID {
+			who = fmt.Sprintf("%s (process %d)", h.UID, i)
+		}
+		seen := map[int64]bool{}
+		for _, e := range h.Events {
+			if e.Kind != EvReturn || e.Result != ResultOK || seen[e.Token] {
+				continue
+			}
+			seen[e.Token] = true
+			k := key{h.UID, e.Token}
+			if len(wrote[k]) == 0 {
+				order = append(order, k)
+			}
+			wrote[k] = append(wrote[k], who)
+		}
+	}
+	var vs []Violation
+	for _, k := range order {
+		if ws := wrote[k]; len(ws) > 1 {
+			vs = append(vs, Violation{Checker: "incarnations", Detail: fmt.Sprintf("%d processes of pod %s wrote under token %d: %s",
+				len(ws), k.uid, k.token, strings.Join(ws, ", "))})
+		}
 	}
 	return vs
 }

@@ -174,3 +174,153 @@ func expect(t *testing.T, vs []Violation, want string) {
 	}
 	t.Fatalf("violations %v, want one containing %q", vs, want)
 }
+
+func TestCheckLedgerTwoProcessesOfOnePod(t *testing.T) {
+	outs := []Outcome{{Token: 5, Writer: "uid-a/0123456789abcdef", Accepted: true}, {Token: 5, Writer: "uid-a/fedcba9876543210", Accepted: true}}
+	expect(t, CheckLedger(outs), "two processes of one pod")
+}
+
+// A restarted process writes under the pod's UID with its own writer ID: two processes of one
+// pod with accepted writes under one token is the lost update the per-process writer exists to
+// prevent.
+func TestCheckIncarnations(t *testing.T) {
+	proc := func(inc string, evs ...Event) WorkerHistory {
+		return WorkerHistory{Pod: "w-0", UID: "a", Events: append([]Event{{Kind: EvWriter, Writer: "a/" + inc}}, evs...)}
+	}
+	ok := func(tok int64, id int) Event {
+		return Event{Kind: EvReturn, Token: tok, ID: id, Result: ResultOK, Highest: tok}
+	}
+	stale := func(tok int64, id int) Event {
+		return Event{Kind: EvReturn, Token: tok, ID: id, Result: ResultStale, Highest: tok}
+	}
+	old := proc("0123456789abcdef", ok(5, 1), ok(5, 2))
+	tests := []struct {
+		name string
+		hs   []WorkerHistory
+		want string
+	}{
+		{"restart with a new token", []WorkerHistory{old, proc("fedcba9876543210", ok(9, 1))}, ""},
+		{"restart refused the old token", []WorkerHistory{old, proc("fedcba9876543210", stale(5, 1), ok(9, 2))}, ""},
+		{"another pod, another token", []WorkerHistory{old, {Pod: "w-1", UID: "b", Events: []Event{ok(7, 1)}}}, ""},
+		{"restart wrote under the old token", []WorkerHistory{old, proc("fedcba9876543210", ok(5, 1))}, "2 processes of pod a wrote under token 5: a/0123456789abcdef, a/fedcba9876543210"},
+		{"histories without writer IDs", []WorkerHistory{{UID: "a", Events: []Event{ok(5, 1)}}, {UID: "a", Events: []Event{ok(5, 1)}}}, "a (process 0), a (process 1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, CheckIncarnations(tt.hs), tt.want)
+		})
+	}
+}
+
+// The linearizability model must see the writer each process presented: the ledger refuses
+// the restarted process's fence raise under the old token, which under the pod UID alone
+// would look like a refusal of the same writer (not linearizable).
+func TestLedgerOpsUseWriterIDs(t *testing.T) {
+	hs := []WorkerHistory{
+		{UID: "a", Events: []Event{{Kind: EvWriter, Writer: "a/0123456789abcdef"}, {Kind: EvCall, ID: 1, Op: "fence", Token: 5, Mono: 1}, {Kind: EvReturn, ID: 1, Token: 5, Mono: 2, Result: ResultOK, Highest: 5}}},
+		{UID: "a", Events: []Event{{Kind: EvWriter, Writer: "a/fedcba9876543210"}, {Kind: EvCall, ID: 1, Op: "fence", Token: 5, Mono: 3}, {Kind: EvReturn, ID: 1, Token: 5, Mono: 4, Result: ResultStale, Highest: 5}}},
+	}
+	ops := LedgerOps(hs)
+	if len(ops) != 2 || ops[0].Writer != "a/0123456789abcdef" || ops[1].Writer != "a/fedcba9876543210" {
+		t.Fatalf("LedgerOps() = %+v, want the writer IDs of the two processes", ops)
+	}
+	if res, _, vs := CheckLinearizable(ops, 5*time.Second); res != porcupine.Ok || len(vs) > 0 {
+		t.Fatalf("CheckLinearizable = %v, %v, want Ok", res, vs)
+	}
+	for i := range hs {
+		hs[i].Events = hs[i].Events[1:] // no writer IDs: one writer, the pod
+	}
+	if res, _, _ := CheckLinearizable(LedgerOps(hs), 5*time.Second); res != porcupine.Illegal {
+		t.Fatalf("CheckLinearizable without writer IDs = %v, want Illegal (the model would admit the equal token)", res)
+	}
+}
+
+// TestLedgerOpsWriterPerTerm: one process leading one token in two terms presents two
+// writers (pkg/leadership draws one per term): the second term's refused raise is no
+// violation.
+func TestLedgerOpsWriterPerTerm(t *testing.T) {
+	hs := []WorkerHistory{{UID: "a", Events: []Event{{Kind: EvWriter, Writer: "a/0123456789abcdef"},
+		{Kind: EvStart, Token: 5, Writer: "a/0123456789abcdef"}, {Kind: EvCall, ID: 1, Op: "fence", Token: 5, Mono: 1}, {Kind: EvReturn, ID: 1, Token: 5, Mono: 2, Result: ResultOK, Highest: 5},
+		{Kind: EvStart, Token: 5, Writer: "a/fedcba9876543210"}, {Kind: EvCall, ID: 2, Op: "fence", Token: 5, Mono: 3}, {Kind: EvReturn, ID: 2, Token: 5, Mono: 4, Result: ResultStale, Highest: 5},
+	}}}
+	ops := LedgerOps(hs)
+	if len(ops) != 2 || ops[1].Writer != "a/fedcba9876543210" {
+		t.Fatalf("LedgerOps() = %+v, want the second term's writer on its raise", ops)
+	}
+	if res, _, vs := CheckLinearizable(ops, 5*time.Second); res != porcupine.Ok || len(vs) > 0 {
+		t.Fatalf("CheckLinearizable = %v, %v, want Ok", res, vs)
+	}
+}
+
+func TestCheckStalls(t *testing.T) {
+	stalled := func(res string) WorkerHistory {
+		return WorkerHistory{UID: "a", Events: []Event{
+			{Kind: EvCall, ID: 1, Token: 5}, {Kind: EvReturn, ID: 1, Token: 5, Result: ResultOK, Highest: 5},
+			{Kind: EvCall, ID: 2, Token: 5, Stalled: true}, {Kind: EvReturn, ID: 2, Token: 5, Result: res, Highest: 9},
+		}}
+	}
+	unanswered := WorkerHistory{UID: "a", Events: []Event{{Kind: EvCall, ID: 1, Token: 5, Stalled: true}}}
+	notStalled := WorkerHistory{UID: "a", Events: []Event{{Kind: EvCall, ID: 1, Token: 5}, {Kind: EvReturn, ID: 1, Token: 5, Result: ResultStale, Highest: 9}}}
+	tests := []struct {
+		name     string
+		hs       []WorkerHistory
+		injected int
+		want     string
+	}{
+		{"refused", []WorkerHistory{stalled(ResultStale)}, 1, ""},
+		{"no stall kind", []WorkerHistory{notStalled}, 0, ""},
+		{"accepted", []WorkerHistory{stalled(ResultOK)}, 1, "none refused by the ledger (1 accepted, 0 without an answer)"},
+		{"never answered", []WorkerHistory{unanswered}, 1, "(0 accepted, 1 without an answer)"},
+		{"another write refused does not count", []WorkerHistory{notStalled}, 1, "0 writes stalled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, CheckStalls(tt.hs, tt.injected), tt.want)
+		})
+	}
+	if st := Stalls([]WorkerHistory{stalled(ResultStale), stalled(ResultError), unanswered}); st != (StallOutcome{Stalled: 3, Refused: 1, Lost: 2}) {
+		t.Fatalf("Stalls() = %+v, want 3 stalled, 1 refused, 2 lost", st)
+	}
+}
+
+func TestCheckExercised(t *testing.T) {
+	tests := []struct {
+		name    string
+		tallies map[string]LedgerTally
+		kinds   []string
+		want    string
+	}{
+		{"refusals in both", map[string]LedgerTally{LedgerPods: {Runs: 30, Refused: 4}, LedgerEngine: {Runs: 5, Refused: 1}}, Kinds, ""},
+		{"pods ledgers refused nothing", map[string]LedgerTally{LedgerPods: {Runs: 30, Accepted: 2000}, LedgerEngine: {Runs: 5, Refused: 1}}, Kinds,
+			"the pods ledgers refused no write in 30 runs (2000 accepted)"},
+		{"engine ledgers refused nothing", map[string]LedgerTally{LedgerPods: {Runs: 30, Refused: 4}, LedgerEngine: {Runs: 5}}, Kinds, "the engine ledgers refused no write"},
+		{"no stall kind drawn from", map[string]LedgerTally{LedgerPods: {Runs: 30}}, []string{WorkerKill, APIHold}, ""},
+		{"no engine runs", map[string]LedgerTally{LedgerPods: {Runs: 30, Refused: 4}}, Kinds, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, CheckExercised(tt.tallies, tt.kinds), tt.want)
+		})
+	}
+}
+
+// A kind that needs a pod shape sets the run's (as its first fault) and is never drawn as
+// an extra fault of a run of another shape, where it could not happen.
+func TestScheduleShapes(t *testing.T) {
+	tm := Timing{Lease: 3 * time.Second, LockDelay: 3 * time.Second, ElectionTTL: 3 * time.Second}
+	want := map[string]string{CrashRestart: ShapeRestart, CrashRestartSidecar: ShapeSidecar, SidecarDelete: ShapeSidecar, WorkerKill: ShapePlain, WorkerStall: ShapePlain}
+	for seed := range uint64(20) {
+		for run := range len(Kinds) {
+			s := NewSchedule(seed, run, Kinds, 3, tm)
+			first := s.Faults[0].Kind
+			if w, ok := want[first]; ok && s.Shape() != w {
+				t.Fatalf("schedule starting with %s has shape %s, want %s", first, s.Shape(), w)
+			}
+			for _, f := range s.Faults[1:] {
+				if shape := ShapeOf(f.Kind); shape != "" && shape != s.Shape() {
+					t.Fatalf("seed %d run %d: extra fault %s needs shape %s in a run of shape %s (%s)", seed, run, f.Kind, shape, s.Shape(), s)
+				}
+			}
+		}
+	}
+}

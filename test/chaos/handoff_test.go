@@ -7,16 +7,20 @@ import (
 
 const sec = int64(time.Second)
 
+// held is an observation of pod-<uid>'s term of tok Held, seen at mono.
+func held(rv uint64, uid string, tok, mono int64) StatusObs {
+	return StatusObs{RV: rv, Phase: "Held", Holder: "pod-" + uid, HolderUID: uid, Token: tok, MaxToken: tok, Mono: mono}
+}
+
+// releasing is the same term seen Releasing.
+func releasing(rv uint64, uid string, tok, mono int64) StatusObs {
+	o := held(rv, uid, tok, mono)
+	o.Phase = "Releasing"
+	return o
+}
+
 func TestCheckHandoffs(t *testing.T) {
 	rule := HandoffRule{Wait: 3 * time.Second, Slack: 500 * time.Millisecond}
-	held := func(rv uint64, uid string, tok, mono int64) StatusObs {
-		return StatusObs{RV: rv, Phase: "Held", Holder: "pod-" + uid, HolderUID: uid, Token: tok, MaxToken: tok, Mono: mono}
-	}
-	releasing := func(rv uint64, uid string, tok, mono int64) StatusObs {
-		o := held(rv, uid, tok, mono)
-		o.Phase = "Releasing"
-		return o
-	}
 	exited := []Life{{UID: "a", Start: 0, Exit: 10 * sec}, {UID: "b", Start: 0}}
 	running := []Life{{UID: "a", Start: 0}, {UID: "b", Start: 0}}
 	tests := []struct {

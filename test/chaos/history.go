@@ -20,6 +20,12 @@ const (
 	EvCall = "call"
 	// EvReturn: write ID returned at Mono with Result (and the ledger's Highest).
 	EvReturn = "ret"
+	// EvWriter: the first line of a history: the writer ID (Writer) the process presents
+	// with its tokens, "<pod UID>/<incarnation>" (pkg/fence/writer).
+	EvWriter = "writer"
+	// EvAbandon: the process abandoned Token at Mono (Elector.Abandon): the ledger refused it
+	// for that very token, which another writer (the pod's previous process) presented first.
+	EvAbandon = "abandon"
 )
 
 // Write results.
@@ -40,6 +46,8 @@ type Event struct {
 	Op      string `json:"op,omitempty"` // fence or append
 	Result  string `json:"res,omitempty"`
 	Highest int64  `json:"hi,omitempty"`
+	Writer  string `json:"w,omitempty"`  // EvWriter; EvStart: the term's writer, when it has its own
+	Stalled bool   `json:"st,omitempty"` // EvCall: the write waited in the stall hook between its Valid() check and its call
 }
 
 // WorkerHistory is everything one worker process recorded. A pod played by several
@@ -70,6 +78,17 @@ func ReadEvents(r io.Reader) ([]Event, error) {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
 	return out, nil
+}
+
+// Writer is the writer ID the process presented (its EvWriter event), or its pod UID for a
+// history without one.
+func (h WorkerHistory) Writer() string {
+	for _, e := range h.Events {
+		if e.Kind == EvWriter && e.Writer != "" {
+			return e.Writer
+		}
+	}
+	return h.UID
 }
 
 // Interval is one term as a worker believed it: from its OnStartedLeading to the earlier of
@@ -143,12 +162,17 @@ type LedgerOp struct {
 func LedgerOps(hs []WorkerHistory) []LedgerOp {
 	var out []LedgerOp
 	for ci, h := range hs {
+		w := h.Writer()
 		calls := map[int]LedgerOp{}
 		var order []int
 		for _, e := range h.Events {
 			switch e.Kind {
+			case EvStart:
+				if e.Writer != "" {
+					w = e.Writer // pkg/leadership draws a writer per term
+				}
 			case EvCall:
-				calls[e.ID] = LedgerOp{Client: ci, Writer: h.UID, Op: e.Op, Token: e.Token, Call: e.Mono, Return: math.MaxInt64, Ambiguous: true}
+				calls[e.ID] = LedgerOp{Client: ci, Writer: w, Op: e.Op, Token: e.Token, Call: e.Mono, Return: math.MaxInt64, Ambiguous: true}
 				order = append(order, e.ID)
 			case EvReturn:
 				op, ok := calls[e.ID]

@@ -36,22 +36,29 @@ const (
 	// The kinds below write what the real component writes where the controller could take
 	// a state that is not proof of termination as proof (issue 10; NOTES.md, "What a real
 	// kubelet and PodGC write").
-	CrashRestart     = "crash-restart"             // SIGKILL the holder (restartPolicy Always): terminated, phase Running, restarted, same UID
-	SidecarDelete    = "sidecar-delete"            // delete the holder whose worker is a native sidecar: main stops first, sidecar last
-	NodePodGC        = "node-delete-podgc"         // partition the holder's node, delete the Node: PodGC's Failed with containers running
-	LateStatusWrite  = "deposed-late-status-write" // a deposed replica's status write held by its API proxy, released late
-	LoseAcquireReply = "etcd-lose-acquire-reply"   // the active controller's etcd replies dropped while it grants
-	StalledWatch     = "etcd-stalled-watch"        // SIGSTOP an etcd follower (stalls the watches on it) and fail over the controller
+	CrashRestart        = "crash-restart"             // SIGKILL the holder's worker, the pod's one container (restartPolicy Always): restarted under the same UID; proof: the same pod, a new token, at once
+	CrashRestartSidecar = "crash-restart-sidecar"     // SIGKILL the holder's worker, a native sidecar: restarted under the same UID; no proof: Releasing and the full delay
+	SidecarDelete       = "sidecar-delete"            // delete the holder whose worker is a native sidecar: main stops first, sidecar last
+	NodePodGC           = "node-delete-podgc"         // partition the holder's node, delete the Node: PodGC's Failed with containers running
+	LateStatusWrite     = "deposed-late-status-write" // a deposed replica's status write held by its API proxy, released late
+	LoseAcquireReply    = "etcd-lose-acquire-reply"   // the active controller's etcd replies dropped while it grants
+	StalledWatch        = "etcd-stalled-watch"        // SIGSTOP an etcd follower (stalls the watches on it) and fail over the controller
+
+	// The stall kinds put the fence under test (stall.go): the holder's next write waits
+	// between its Valid() check and its send until the next holder has written.
+	WorkerStall = "worker-stall-before-write" // the holder's pod turns NotReady while its write waits
+	EngineStall = "engine-stall-before-write" // an engine run: the holder is force-released (pkg/lease.ForceRelease) while its write waits
 
 	// Engine kinds run a workload of pkg/lease users (no Kubernetes) instead of pods.
 	EngineForceRelease     = "engine-force-release-delayed-txn" // ForceRelease whose transaction applies late; the evicted holder pauses
 	EngineLoseAcquireReply = "engine-lose-acquire-reply"        // the waiters' etcd replies dropped while the holder releases
 	EngineStalledWatch     = "engine-stalled-watch"             // SIGSTOP an etcd follower (stalls the watches on it), then the holder releases
+	EngineHandoffExpiry    = "engine-handoff-waiter-expiry"     // the holder releases as the next waiter's session ends (lease just revoked, or the waiter cut off)
 )
 
 // EngineKinds lists the kinds that run the pkg/lease workload; a schedule that starts with
 // one draws its extra faults from these only.
-var EngineKinds = []string{EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch}
+var EngineKinds = []string{EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch, EngineHandoffExpiry, EngineStall}
 
 // IsEngine reports whether kind runs the pkg/lease workload.
 func IsEngine(kind string) bool {
@@ -74,7 +81,42 @@ var Kinds = []string{
 	ControllerKill, ControllerZombie, DropStatus, LoseRelease,
 	PodRecreate, ReadinessFlap, LeaseLower, EtcdRestore,
 	CrashRestart, SidecarDelete, NodePodGC, LateStatusWrite, LoseAcquireReply, StalledWatch,
-	EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch,
+	EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch, EngineHandoffExpiry,
+	CrashRestartSidecar, WorkerStall, EngineStall,
+}
+
+// Pod shapes: how a run's pods are built (the stand-in kubelet's podShape).
+const (
+	// ShapePlain: one container, restartPolicy Never; a worker that exits ends its pod.
+	ShapePlain = "plain"
+	// ShapeRestart: one container, restartPolicy Always (a StatefulSet's): a crash is
+	// restarted under the same UID, and the restart proves the old process gone.
+	ShapeRestart = "restart"
+	// ShapeSidecar: the worker is a native sidecar beside a main container: the kubelet
+	// restarts it under the same UID, and no restart proves anything.
+	ShapeSidecar = "sidecar"
+)
+
+// ShapeOf is the pod shape kind needs, "" for a kind that runs on any.
+func ShapeOf(kind string) string {
+	switch kind {
+	case CrashRestart:
+		return ShapeRestart
+	case CrashRestartSidecar, SidecarDelete:
+		return ShapeSidecar
+	}
+	return ""
+}
+
+// Shape is the pod shape of the schedule's run: its first fault's, ShapePlain when that runs
+// on any (NewSchedule draws no extra fault that needs another).
+func (s Schedule) Shape() string {
+	if len(s.Faults) > 0 {
+		if shape := ShapeOf(s.Faults[0].Kind); shape != "" {
+			return shape
+		}
+	}
+	return ShapePlain
 }
 
 // Timing is what a schedule's durations derive from.
@@ -130,8 +172,9 @@ func (s Schedule) String() string {
 // NewSchedule derives run's schedule from seed: its first fault is kinds[(seed+run) mod n],
 // so that n consecutive runs cover every kind, followed by up to extra random faults of the
 // kinds in kinds (never the restore or the stalled watch, which are slow; engine kinds after
-// an engine kind only, and only after one). The same arguments
-// give the same schedule.
+// an engine kind only, and only after one; a kind that needs a pod shape only after a first
+// fault of that shape, which sets the run's: Schedule.Shape). The same arguments give the
+// same schedule.
 func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Schedule {
 	rng := rand.New(rand.NewPCG(seed, uint64(run)*0x9e3779b97f4a7c15+1))
 	s := Schedule{Seed: seed, Run: run}
@@ -140,7 +183,8 @@ func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Sche
 	s.Faults = append(s.Faults, newFault(rng, first, t))
 	var cheap []string
 	for _, k := range kinds {
-		if k != EtcdRestore && k != StalledWatch && k != EngineStalledWatch && IsEngine(k) == IsEngine(first) {
+		shape := ShapeOf(k)
+		if k != EtcdRestore && k != StalledWatch && k != EngineStalledWatch && IsEngine(k) == IsEngine(first) && (shape == "" || shape == ShapeOf(first)) {
 			cheap = append(cheap, k)
 		}
 	}
@@ -188,9 +232,11 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Jitter = between(rng, 200*time.Millisecond, max(t.LockDelay/3, 300*time.Millisecond))
 	case PodRecreate, LeaseLower, WorkerKill, APIReplay, DropStatus, LoseRelease:
 		f.Hold = between(rng, 500*time.Millisecond, 2*time.Second)
-	case CrashRestart:
+	case CrashRestart, CrashRestartSidecar:
 		f.Hold = between(rng, 2*time.Second, 4*time.Second)
 		f.Jitter = between(rng, 100*time.Millisecond, 800*time.Millisecond) // until the restart
+	case WorkerStall, EngineStall:
+		f.Hold = between(rng, 300*time.Millisecond, time.Second) // after the stalled write returned
 	case SidecarDelete:
 		f.Hold = between(rng, 500*time.Millisecond, t.Lease) // main stopped, sidecar running
 	case NodePodGC:
@@ -205,6 +251,20 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Hold = t.Lease + 2*time.Second                              // the evicted holder's pause
 	case EngineLoseAcquireReply:
 		f.Hold = between(rng, 300*time.Millisecond, 1500*time.Millisecond)
+	case EngineHandoffExpiry:
+		// Member 0: etcd revokes the next waiter's lease, and Jitter later the holder is told
+		// to release, before the waiter's client can notice. Member 1: the next waiter is cut
+		// off from etcd, and the holder releases Jitter later, around when the waiter's own
+		// session ends (between 1.25 and 2.25 s after the cut with the engine's 3 s TTL); the
+		// cut lasts Hold.
+		f.Member = rng.IntN(2)
+		if f.Member == 0 {
+			f.Jitter = between(rng, 0, 30*time.Millisecond)
+			f.Hold = between(rng, 500*time.Millisecond, time.Second)
+		} else {
+			f.Jitter = between(rng, time.Second, 2500*time.Millisecond)
+			f.Hold = between(rng, 3*time.Second, 4*time.Second)
+		}
 	case EngineStalledWatch:
 		f.Hold = between(rng, 500*time.Millisecond, time.Second) // after the in-fault liveness check
 		f.Member = rng.IntN(2)                                   // which follower

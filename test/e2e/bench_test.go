@@ -4,9 +4,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,110 +23,286 @@ import (
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// BenchmarkHandoffRealPods measures a planned handoff (and, in benchCrash, a crash with a
-// real restart) on real pods, lockwarden and client-go
-// leader election side by side on one node in one run, in the same Deployment shape (3
-// replicas, lease 4 s): delete the holder pod (graceful, as `kubectl delete pod`), then time
-// until the next holder is published (lockwarden: the DistributedLock's status as watched;
-// client-go: the Lease's holderIdentity, read every 10 ms). Run with `make bench-node`
-// (-benchtime 10x); it reports p50 and p99 in milliseconds.
+// BenchmarkHandoffRealPods measures handoffs on real pods, lockwarden and client-go's leader
+// election side by side on one node in one run (`make bench-node`, BENCH_SAMPLES samples a
+// row, default 20; BENCH_ROWS=<row>,... measures only those rows; run it with -benchtime 1x).
+// Both run in the same Deployment shape: 3
+// replicas, grace period 15 s, the work writing every 500 ms. Every row ends at the new
+// leader's first accepted write: for lockwarden the ledger's acceptance of a fenced append
+// with the new token, for client-go (which hands out no token) the first write its new leader
+// sends to the test's sink.
+//
+//   - planned, with release: `kubectl delete pod` of the holder (the API call); lockwarden's
+//     fenced-worker confirms its release once its work stopped (its default), client-go's
+//     leworker gives the Lease up on SIGTERM (ReleaseOnCancel);
+//   - planned, without release: the same deletion; lockwarden waits for the kubelet's terminal
+//     update (attested), client-go for the Lease to expire;
+//   - crash: SIGKILL of the holder's process (restartPolicy Always, a real restart), to a live
+//     leader writing again: lockwarden gives the restarted pod a new term with a new token
+//     (one container: proof the old process is gone), client-go's restarted process renews
+//     the Lease it still holds. The crashed pod is deleted after each sample, so that every
+//     sample is a first crash (the kubelet's back-off grows with each crash of one container).
+//
+// client-go runs at its defaults (LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s) and
+// at 4 s / 3 s / 1 s; the lock's lease is 4 s and its delay 6 s (test/e2e/testdata/worker).
+// The last line is
+//
+//	summary: planned_p50_ms=<n> planned_ratio_defaults=<x> planned_ratio_fast=<x> crash_ratio=<x>
+//
+// with ratios client-go's p50 over lockwarden's (higher is better): planned with release, and
+// the crash against client-go at the lock's lease duration (4 s).
 func BenchmarkHandoffRealPods(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(repoRoot(b), "bin", "images", "leworker.tar")); err != nil {
 		b.Fatalf("bin/images/leworker.tar not found: run `make image`")
 	}
+	samples := 20
+	if v := os.Getenv("BENCH_SAMPLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("BENCH_SAMPLES=%q: want a positive number", v)
+		}
+		samples = n
+	}
 	n := startNode(b, "lockwarden-e2e-bench")
 	c := deploy(b, n)
-	ctx := context.Background()
-	if out, err := n.kubectl(ctx, "apply", "-f", filepath.Join("test", "e2e", "testdata", "leworker", "leworker.yaml")); err != nil {
+	if out, err := n.kubectl(ctxFor(b, time.Minute), "apply", "-f", filepath.Join("test", "e2e", "testdata", "leworker", "leworker.yaml")); err != nil {
 		b.Fatalf("%v\n%s", err, out)
 	}
-	if out, err := n.kubectl(ctx, "-n", "le-demo", "rollout", "status", "deployment/leworker", "--timeout=120s"); err != nil {
-		b.Fatalf("%v\n%s", err, out)
+	res := map[string][]time.Duration{}
+	only := map[string]bool{} // BENCH_ROWS: a comma-separated subset of rows (default all)
+	for _, r := range strings.Split(os.Getenv("BENCH_ROWS"), ",") {
+		if r != "" {
+			only[r] = true
+		}
 	}
-	b.Run("lockwarden", func(b *testing.B) {
-		var ds []time.Duration
-		for range b.N {
-			l := c.steady(b)
-			tok := l.Status.FencingToken
-			t0 := time.Now()
-			if err := n.kube.CoreV1().Pods(workerNS).Delete(ctx, l.Status.Holder, metav1.DeleteOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			c.rec.waitLock(b, lockName, time.Minute, "next holder", func(l *lockv1.DistributedLock) bool {
-				return isHeld(l) && l.Status.FencingToken > tok
-			})
-			ds = append(ds, time.Since(t0))
+	run := func(row string, sample func() time.Duration) {
+		if len(only) > 0 && !only[row] {
+			return
 		}
-		report(b, ds)
-	})
-	b.Run("client-go", func(b *testing.B) {
-		var ds []time.Duration
-		for range b.N {
-			holder := c.leaseSteady(b)
-			t0 := time.Now()
-			if err := n.kube.CoreV1().Pods("le-demo").Delete(ctx, holder, metav1.DeleteOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			eventuallyFast(b, time.Minute, "next Lease holder", func() bool {
-				h := c.leaseHolder(b)
-				return h != "" && h != holder
-			})
-			ds = append(ds, time.Since(t0))
+		for i := range samples {
+			d := sample()
+			res[row] = append(res[row], d)
+			fmt.Printf("%s sample %d/%d: %v\n", row, i+1, samples, d.Round(time.Millisecond))
 		}
-		report(b, ds)
-	})
-	benchCrash(b, n, c)
+	}
+	c.setWorkerRelease(b, true)
+	run("lw/planned-release", func() time.Duration { return c.lwPlanned(b) })
+	run("lw/crash", func() time.Duration { return c.lwCrash(b) })
+	c.setWorkerRelease(b, false)
+	run("lw/planned-attested", func() time.Duration { return c.lwPlanned(b) })
+	for _, cfg := range clientGoConfigs {
+		c.setLeworker(b, cfg, true)
+		run("cg-"+cfg.name+"/planned-release", func() time.Duration { return c.cgPlanned(b) })
+		run("cg-"+cfg.name+"/crash", func() time.Duration { return c.cgCrash(b) })
+		c.setLeworker(b, cfg, false)
+		run("cg-"+cfg.name+"/planned-attested", func() time.Duration { return c.cgPlanned(b) })
+	}
+	table, summary := benchReport(res)
+	fmt.Print(table)
+	fmt.Println(summary)
+	b.ReportMetric(0, "ns/op")
 }
 
-// benchCrash measures a crash with a real restart (SIGKILL of the holder's process,
-// restartPolicy Always) on the same node, lockwarden and client-go side by side: the time
-// from the kill until a live process leads again. lockwarden: the lock Held again after the
-// crash was seen (the same pod back once Ready, or the next pod after the lock delay, since a
-// container the kubelet is about to restart is no proof that the process stopped). client-go:
-// the Lease renewed after the kill (a SIGKILLed process renews nothing, so the renewal is the
-// restarted process's, which keeps its identity and leads at once, or another pod's). After
-// each sample the crashed pod is deleted, so that every sample is a first crash (the kubelet's
-// restart back-off grows with each crash of one container).
-func benchCrash(b *testing.B, n *node, c *cluster) {
-	ctx := context.Background()
-	b.Run("crash/lockwarden", func(b *testing.B) {
-		var ds []time.Duration
-		for range b.N {
-			l := c.steady(b)
-			tok, holder := l.Status.FencingToken, l.Status.Holder
-			pid := c.containerPID(b, c.getPod(b, workerNS, holder))
-			m, t0 := c.rec.mark(), time.Now()
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-				b.Fatalf("kill the holder's process %d: %v", pid, err)
-			}
-			c.rec.waitLock(b, lockName, 2*time.Minute, "Held again after the crash", func(l *lockv1.DistributedLock) bool {
-				_, locks := c.rec.since(m)
-				tm, _ := termOfNoFail(terms(locks), tok)
-				return isHeld(l) && (l.Status.FencingToken > tok || !tm.ReleasingAt.IsZero())
-			})
-			ds = append(ds, time.Since(t0))
-			c.deleteAndSettle(b, workerNS, holder)
+// clientGoConfig is one set of client-go timings.
+type clientGoConfig struct {
+	name                 string
+	lease, renew, period time.Duration
+}
+
+var clientGoConfigs = []clientGoConfig{
+	{"defaults", 15 * time.Second, 10 * time.Second, 2 * time.Second},
+	{"fast", 4 * time.Second, 3 * time.Second, time.Second},
+}
+
+// benchReport prints the six rows side by side and the summary line.
+func benchReport(res map[string][]time.Duration) (string, string) {
+	p := func(row string, q float64) time.Duration {
+		s := slices.Clone(res[row])
+		if len(s) == 0 {
+			return 0
 		}
-		report(b, ds)
-	})
-	b.Run("crash/client-go", func(b *testing.B) {
-		var ds []time.Duration
-		for range b.N {
-			holder := c.leaseSteady(b)
-			pid := c.containerPID(b, c.getPod(b, "le-demo", holder))
-			t0 := time.Now()
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-				b.Fatalf("kill the leader's process %d: %v", pid, err)
-			}
-			eventuallyFast(b, 2*time.Minute, "a Lease renewal after the kill", func() bool {
-				l, err := n.kube.CoordinationV1().Leases("le-demo").Get(ctx, "leworker", metav1.GetOptions{})
-				return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t0)
-			})
-			ds = append(ds, time.Since(t0))
-			c.deleteAndSettle(b, "le-demo", holder)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	ratio := func(cg, lw string) float64 {
+		if p(lw, 0.5) == 0 {
+			return 0
 		}
-		report(b, ds)
+		return float64(p(cg, 0.5)) / float64(p(lw, 0.5))
+	}
+	var b strings.Builder
+	b.WriteString("| row | client-go timings | lockwarden p50 / p99 | client-go p50 / p99 | client-go / lockwarden (p50) |\n| --- | --- | ---: | ---: | ---: |\n")
+	kinds := []struct{ kind, what string }{
+		{"planned-release", "planned handoff, with release"},
+		{"planned-attested", "planned handoff, without release"},
+		{"crash", "crash with a real restart"},
+	}
+	for _, k := range kinds {
+		for _, cfg := range clientGoConfigs {
+			lw, cg := "lw/"+k.kind, "cg-"+cfg.name+"/"+k.kind
+			fmt.Fprintf(&b, "| %s | %v / %v / %v | %s / %s | %s / %s | %.2fx |\n", k.what, cfg.lease, cfg.renew, cfg.period,
+				msOf(p(lw, 0.5)), msOf(p(lw, 0.99)), msOf(p(cg, 0.5)), msOf(p(cg, 0.99)), ratio(cg, lw))
+		}
+	}
+	fmt.Fprintf(&b, "(%d samples a row; p99 of so few samples is their maximum)\n", len(res["lw/planned-release"]))
+	summary := fmt.Sprintf("summary: planned_p50_ms=%d planned_ratio_defaults=%.2f planned_ratio_fast=%.2f crash_ratio=%.2f",
+		p("lw/planned-release", 0.5).Milliseconds(), ratio("cg-defaults/planned-release", "lw/planned-release"),
+		ratio("cg-fast/planned-release", "lw/planned-release"), ratio("cg-fast/crash", "lw/crash"))
+	return b.String(), summary
+}
+
+func msOf(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
+
+// setWorkerRelease rolls the fenced-worker out with --release-on-stop set as asked.
+func (c *cluster) setWorkerRelease(t testing.TB, on bool) {
+	t.Helper()
+	c.setArgs(t, workerNS, "fenced-worker", []string{"--probe-address=:8081", "--release-on-stop=" + strconv.FormatBool(on)})
+	c.steady(t)
+}
+
+// setLeworker rolls the client-go workers out with cfg's timings and ReleaseOnCancel.
+func (c *cluster) setLeworker(t testing.TB, cfg clientGoConfig, release bool) {
+	t.Helper()
+	c.setArgs(t, "le-demo", "leworker", []string{"--lease-duration=" + cfg.lease.String(), "--renew-deadline=" + cfg.renew.String(),
+		"--retry-period=" + cfg.period.String(), "--release-on-cancel=" + strconv.FormatBool(release)})
+	c.leaseSteady(t)
+}
+
+// setArgs replaces the first container's args of a Deployment and waits for the rollout.
+func (c *cluster) setArgs(t testing.TB, ns, name string, args []string) {
+	t.Helper()
+	b, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":%s}]`, b)
+	if out, err := c.n.kubectl(ctxFor(t, time.Minute), "-n", ns, "patch", "deployment/"+name, "--type=json", "-p", patch); err != nil {
+		t.Fatalf("patch %s/%s: %v\n%s", ns, name, err, out)
+	}
+	if out, err := c.n.kubectl(ctxFor(t, 4*time.Minute), "-n", ns, "rollout", "status", "deployment/"+name, "--timeout=200s"); err != nil {
+		t.Fatalf("rollout of %s/%s: %v\n%s", ns, name, err, out)
+	}
+}
+
+// lwPlanned: delete the holder, until the next holder's first accepted fenced write.
+func (c *cluster) lwPlanned(t testing.TB) time.Duration {
+	l := c.steady(t)
+	tok := l.Status.FencingToken
+	m, t0 := c.rec.mark(), time.Now()
+	if err := c.n.kube.CoreV1().Pods(workerNS).Delete(context.Background(), l.Status.Holder, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := c.firstFencedWrite(t, tok, t0)
+	_, locks := c.rec.since(m)
+	if tm, ok := termNoFail(terms(locks), tok); ok {
+		fmt.Printf("  lw/planned: Releasing %s, ended %s, next term %s\n", sinceOr(tm.ReleasingAt, t0), tm.Reason, sinceOr(tm.EndedAt, t0))
+	}
+	return d
+}
+
+// termNoFail is the recorded term of token, if any.
+func termNoFail(ts []term, token int64) (term, bool) {
+	for _, tm := range ts {
+		if tm.Token == token {
+			return tm, true
+		}
+	}
+	return term{}, false
+}
+
+// lwCrash: SIGKILL the holder's process, until a live leader's first accepted write with a
+// new token; then the crashed pod is deleted.
+func (c *cluster) lwCrash(t testing.TB) time.Duration {
+	l := c.steady(t)
+	tok, holder := l.Status.FencingToken, l.Status.Holder
+	pid := c.containerPID(t, c.getPod(t, workerNS, holder))
+	m, t0 := c.rec.mark(), time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the holder's process %d: %v", pid, err)
+	}
+	d := c.firstFencedWrite(t, tok, t0)
+	fmt.Printf("  lw/crash: %s\n", c.crashSteps(holder, tok, m, t0))
+	c.deleteAndSettle(t, workerNS, holder)
+	return d
+}
+
+// crashSteps says, from the recording since m, when the kubelet reported the crash and the
+// restarted container (running, then Ready), and when the lock went Releasing and to the next
+// term, each from t0.
+func (c *cluster) crashSteps(holder string, tok int64, m mark, t0 time.Time) string {
+	pods, locks := c.rec.since(m)
+	var crashed, running, ready, releasing, granted time.Time
+	restarted := false
+	for _, o := range pods {
+		if o.Pod.Name != holder || len(o.Pod.Status.ContainerStatuses) == 0 {
+			continue
+		}
+		cs := o.Pod.Status.ContainerStatuses[0]
+		switch {
+		case crashed.IsZero() && cs.State.Terminated != nil:
+			crashed = o.At
+		case running.IsZero() && cs.RestartCount > 0 && cs.State.Running != nil:
+			running, restarted = o.At, true
+		}
+		if restarted && ready.IsZero() && podReady(o.Pod) {
+			ready = o.At
+		}
+	}
+	for _, o := range locks {
+		st := o.Lock.Status
+		if releasing.IsZero() && st.FencingToken == tok && st.Phase == lockv1.PhaseReleasing {
+			releasing = o.At
+		}
+		if granted.IsZero() && st.FencingToken > tok && st.Phase == lockv1.PhaseHeld {
+			granted = o.At
+		}
+	}
+	return fmt.Sprintf("terminated %s, Releasing %s, running again %s, Ready %s, next term %s", sinceOr(crashed, t0), sinceOr(releasing, t0),
+		sinceOr(running, t0), sinceOr(ready, t0), sinceOr(granted, t0))
+}
+
+// firstFencedWrite waits for the first append the ledger accepted after t0 with a token
+// above tok, and returns its acceptance time minus t0.
+func (c *cluster) firstFencedWrite(t testing.TB, tok int64, t0 time.Time) time.Duration {
+	var at time.Time
+	eventuallyFast(t, 2*time.Minute, "a write with a token above "+strconv.FormatInt(tok, 10), func() bool {
+		for _, o := range c.outcomes(t) {
+			if o.Op == "append" && o.Accepted && o.Token > tok && o.At.After(t0) {
+				at = o.At
+				return true
+			}
+		}
+		return false
 	})
+	return at.Sub(t0)
+}
+
+// cgPlanned: delete the Lease holder, until another pod's first write.
+func (c *cluster) cgPlanned(t testing.TB) time.Duration {
+	holder := c.leaseSteady(t)
+	t0 := time.Now()
+	if err := c.n.kube.CoreV1().Pods("le-demo").Delete(context.Background(), holder, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at := c.cg.first(t, t0, func(w string) bool { return w != holder })
+	return at.Sub(t0)
+}
+
+// cgCrash: SIGKILL the Lease holder's process, until a live leader writes again (the
+// restarted process, which keeps its identity, or another pod); then the pod is deleted.
+func (c *cluster) cgCrash(t testing.TB) time.Duration {
+	holder := c.leaseSteady(t)
+	pid := c.containerPID(t, c.getPod(t, "le-demo", holder))
+	t0 := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the leader's process %d: %v", pid, err)
+	}
+	// The killed process's last write may still land just after the kill: count only writes
+	// sent by a process started after it (a new leader's first write is sent at once).
+	killed := time.Now().Add(50 * time.Millisecond)
+	at := c.cg.first(t, killed, func(string) bool { return true })
+	c.deleteAndSettle(t, "le-demo", holder)
+	return at.Sub(t0)
 }
 
 // deleteAndSettle deletes the pod and waits until it is gone, so that the Deployment's
@@ -137,11 +319,12 @@ func (c *cluster) deleteAndSettle(t testing.TB, ns, name string) {
 	})
 }
 
-// leaseSteady waits until three leworker pods are Ready and the Lease has a holder among them.
+// leaseSteady waits until three leworker pods are Ready, the Lease has a holder among them
+// and that holder has written in the last second.
 func (c *cluster) leaseSteady(t testing.TB) string {
 	t.Helper()
 	var holder string
-	eventually(t, 2*time.Minute, "3 Ready leworker pods and a Lease holder", func() bool {
+	eventually(t, 3*time.Minute, "3 Ready leworker pods and a writing Lease holder", func() bool {
 		ready := map[string]bool{}
 		for _, p := range c.pods(t, "le-demo", "app=leworker") {
 			if podReady(&p) {
@@ -149,7 +332,7 @@ func (c *cluster) leaseSteady(t testing.TB) string {
 			}
 		}
 		holder = c.leaseHolder(t)
-		return len(ready) == 3 && ready[holder]
+		return len(ready) == 3 && ready[holder] && c.cg.wroteSince(holder, time.Now().Add(-time.Second))
 	})
 	return holder
 }
@@ -163,6 +346,61 @@ func (c *cluster) leaseHolder(t testing.TB) string {
 	return *l.Spec.HolderIdentity
 }
 
+// writeSink records the client-go workers' writes: who, and when this process received them.
+type writeSink struct {
+	mu     sync.Mutex
+	writes []sinkWrite
+}
+
+type sinkWrite struct {
+	writer string
+	at     time.Time
+}
+
+func (s *writeSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
+	var req struct {
+		Writer string `json:"writer"`
+	}
+	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&req) != nil || req.Writer == "" {
+		http.Error(w, `want POST {"writer": "<pod>"}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.writes = append(s.writes, sinkWrite{req.Writer, at})
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// first waits for the first write received after t0 from a writer ok accepts.
+func (s *writeSink) first(t testing.TB, t0 time.Time, ok func(string) bool) time.Time {
+	t.Helper()
+	var at time.Time
+	eventuallyFast(t, 2*time.Minute, "a client-go leader's write", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, w := range s.writes {
+			if w.at.After(t0) && ok(w.writer) {
+				at = w.at
+				return true
+			}
+		}
+		return false
+	})
+	return at
+}
+
+func (s *writeSink) wroteSince(writer string, since time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.writes) - 1; i >= 0 && s.writes[i].at.After(since); i-- {
+		if s.writes[i].writer == writer {
+			return true
+		}
+	}
+	return false
+}
+
 // eventuallyFast is eventually with a 10 ms period, for measurements.
 func eventuallyFast(t testing.TB, timeout time.Duration, desc string, cond func() bool) {
 	t.Helper()
@@ -173,18 +411,4 @@ func eventuallyFast(t testing.TB, timeout time.Duration, desc string, cond func(
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// report records p50 and p99 of ds (ms) and logs every sample.
-func report(b *testing.B, ds []time.Duration) {
-	b.Helper()
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	q := func(p float64) float64 {
-		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op")
-	b.Logf("%d handoffs: %v", len(ds), ds)
 }

@@ -36,6 +36,8 @@ type cluster struct {
 	n      *node
 	etcd   *etcdCluster
 	ledger *ledger.Server
+	held   *heldWrites // in front of the ledger: can hold one append (latewrite_test.go)
+	cg     *writeSink  // the client-go workers' writes (bench_test.go), under /cg/
 	rec    *recorder
 }
 
@@ -77,6 +79,14 @@ func deploy(t testing.TB, n *node) *cluster {
 		}
 		t.Logf("manager image from E2E_MANAGER_IMAGE=%s", tarball)
 	}
+	if tarball := os.Getenv("E2E_WORKER_IMAGE"); tarball != "" {
+		// another fenced-worker build under the same name (localhost/fenced-worker:dev), e.g.
+		// an older commit's, to see a scenario fail before a fix
+		if out, err := n.script(nil, "ctr", "images", "import", tarball); err != nil {
+			t.Fatalf("import E2E_WORKER_IMAGE %s: %v\n%s", tarball, err, out)
+		}
+		t.Logf("fenced-worker image from E2E_WORKER_IMAGE=%s", tarball)
+	}
 	start = time.Now()
 	if out, err := n.kubectl(ctx, "apply", "-k", "config/e2e"); err != nil {
 		t.Fatalf("kubectl apply -k config/e2e: %v\n%s", err, out)
@@ -96,11 +106,16 @@ func deploy(t testing.TB, n *node) *cluster {
 	t.Logf("kubectl apply -k config/e2e to 2 Ready manager replicas: %v", time.Since(start).Round(time.Millisecond))
 
 	c.ledger = ledger.New()
+	c.held = newHeldWrites(c.ledger)
+	c.cg = &writeSink{}
 	l, err := n.ns.Listen("tcp", ledgerAddr)
 	if err != nil {
 		t.Fatalf("listen for the ledger on %s in the node's namespace: %v", ledgerAddr, err)
 	}
-	srv := &http.Server{Handler: c.ledger.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/cg/", c.cg)
+	mux.Handle("/", c.held)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -110,6 +125,12 @@ func deploy(t testing.TB, n *node) *cluster {
 		}
 	})
 
+	// The workers confirm their own release (the fenced-worker's default): the holder-release
+	// annotation is admitted only under config/policy, which lets a pod change nothing else.
+	if out, err := n.kubectl(ctx, "apply", "-k", "config/policy"); err != nil {
+		t.Fatalf("kubectl apply -k config/policy: %v\n%s", err, out)
+	}
+	n.waitLockAdmission(t)
 	c.rec = startRecorder(t, n, workerNS)
 	start = time.Now()
 	if out, err := n.kubectl(ctx, "apply", "-k", "test/e2e/testdata/worker"); err != nil {

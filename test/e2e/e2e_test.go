@@ -27,8 +27,10 @@ func TestE2E(t *testing.T) {
 	}{
 		{"delete-holder", scenarioDeleteHolder},
 		{"rollout-restart", scenarioRolloutRestart},
+		{"delete-holder-attested", scenarioDeleteHolderAttested},
 		{"manager-failover", scenarioManagerFailover},
 		{"kill-holder-process", scenarioKillHolderProcess},
+		{"late-write-of-dead-process", scenarioLateWriteOfDeadProcess},
 		{"readiness-fails", scenarioReadinessFails},
 		{"kubelet-stopped", scenarioKubeletStopped},
 		{"node-deleted", scenarioNodeDeleted},

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockwarden/lockwarden/controllers"
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
+	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
 // allTerminated reports whether every container status of the pod says terminated.
@@ -80,20 +83,13 @@ func (c *cluster) activeManager(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := c.etcd.client.Get(ctx, "/lockwarden/locks/_controller")
+	// The engine's own read: the election's grant is the lock key or, after a handoff to a
+	// blocking Acquire, that waiter's queue entry (pkg/lease owner.go), never only the key.
+	h, err := lease.NewEngine(c.etcd.client).Inspect(ctx, controllers.ElectionKey)
 	if err != nil {
-		t.Fatalf("read the election key: %v", err)
+		t.Fatalf("read the election: %v", err)
 	}
-	if len(resp.Kvs) == 0 {
-		return ""
-	}
-	var rec struct {
-		Holder string `json:"holder"`
-	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
-		t.Fatalf("election key value %q: %v", resp.Kvs[0].Value, err)
-	}
-	return rec.Holder
+	return h.Holder
 }
 
 // managerPodOf maps an election identity (hostname-pid, the hostname being the pod name) to
@@ -145,7 +141,7 @@ func tail(path string, n int) string {
 func (c *cluster) acceptedSince(t testing.TB, writer string, at time.Time) (int64, bool) {
 	t.Helper()
 	for _, o := range c.outcomes(t) {
-		if o.Op == "append" && o.Accepted && o.Writer == writer && o.At.After(at) {
+		if o.Op == "append" && o.Accepted && writerOf(o.Writer, writer) && o.At.After(at) {
 			return o.Token, true
 		}
 	}
@@ -170,4 +166,22 @@ func podEvents(pods []podObs, uid string) []podObs {
 		}
 	}
 	return out
+}
+
+// firstAccepted is the first append of uid's pod accepted after at with a token of at least
+// min, and when the ledger accepted it.
+func (c *cluster) firstAccepted(t testing.TB, uid string, min int64, at time.Time) (int64, time.Time, bool) {
+	t.Helper()
+	for _, o := range c.outcomes(t) {
+		if o.Op == "append" && o.Accepted && writerOf(o.Writer, uid) && o.At.After(at) && o.Token >= min {
+			return o.Token, o.At, true
+		}
+	}
+	return 0, time.Time{}, false
+}
+
+// writerOf reports whether a ledger writer ID is one of the pod uid's processes (the writer
+// is the pod UID and the process's incarnation, pkg/fence/writer).
+func writerOf(id, uid string) bool {
+	return writer.Owner(id) == uid
 }

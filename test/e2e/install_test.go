@@ -138,6 +138,7 @@ func helmInstall(ctx context.Context, t *testing.T, n *node, pvName string) {
 		t.Fatalf("%d manager pods after helm install --wait, want 1 Ready\n%s", len(managers), describeNS(ctx, n, managerNS))
 	}
 	t.Logf("helm install to 1 Ready manager: %v", time.Since(start).Round(time.Millisecond))
+	n.waitLockAdmission(t)
 }
 
 // helmIn runs ./bin/helm (make helm) against the node, inside its network namespace, with a

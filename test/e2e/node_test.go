@@ -185,3 +185,18 @@ func (n *node) leftovers() []string {
 	}
 	return left
 }
+
+// waitLockAdmission waits until the node's API server admits a DistributedLock
+// (hack/wait-lock-admission.sh, as make deploy does): right after config/policy is applied,
+// a create is refused for a few seconds with ServiceUnavailable (the MutatingAdmissionPolicy
+// dispatcher has no type converter for the kind yet).
+func (n *node) waitLockAdmission(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(n.root, "hack", "wait-lock-admission.sh"), filepath.Join(n.root, "hack", "node", "kubectl"))
+	cmd.Env, cmd.Dir = n.environ([]string{"WAIT_TIMEOUT=60"}), n.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/wait-lock-admission.sh: %v\n%s", err, out)
+	}
+	t.Logf("hack/wait-lock-admission.sh: %s", strings.TrimSpace(string(out)))
+}

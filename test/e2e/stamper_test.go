@@ -41,6 +41,7 @@ func scenarioStamper(t *testing.T, c *cluster, r *e2eReport) {
 	if out, err := c.n.kubectl(ctx, "apply", "-k", "config/policy"); err != nil {
 		t.Fatalf("kubectl apply -k config/policy: %v\n%s", err, out)
 	}
+	c.n.waitLockAdmission(t)
 	t.Cleanup(func() {
 		if t.Failed() { // the operator's own account, before the node goes
 			for _, p := range c.pods(t, stamperNS, "app=stamper") {

@@ -9,8 +9,16 @@ import (
 	"net/http"
 )
 
-// ErrStale is returned by Client calls the ledger refused for a stale token.
-var ErrStale = errors.New("ledger refused the write")
+// Errors of Client calls.
+var (
+	// ErrStale is wrapped by the error of every Client call the ledger refused for its token:
+	// a lower token than the highest accepted, or an equal one from another writer.
+	ErrStale = errors.New("ledger refused the write")
+	// ErrOtherWriter is wrapped too when the refused token is the ledger's highest, admitted
+	// from another writer first (this pod's previous process, or a copy): the term is over for
+	// the caller's process (pkg/leadership's Elector.Abandon).
+	ErrOtherWriter = errors.New("another writer presented this token first")
+)
 
 // Client writes to a ledger over HTTP.
 type Client struct {
@@ -23,7 +31,8 @@ type Client struct {
 	Name string
 }
 
-// Fence raises the fence to token for writer: the first act of a new term.
+// Fence raises the fence to token for writer (its writer ID): the first act of a new term,
+// before any other write under token.
 func (c *Client) Fence(ctx context.Context, writer string, token int64) error {
 	return c.post(ctx, "/fence", Write{Writer: writer, Name: c.Name, Token: token})
 }
@@ -60,6 +69,9 @@ func (c *Client) post(ctx context.Context, path string, w Write) error {
 	case http.StatusOK:
 		return nil
 	case http.StatusConflict:
+		if rep.Highest == w.Token {
+			return fmt.Errorf("%w: %s (%w)", ErrStale, rep.Error, ErrOtherWriter)
+		}
 		return fmt.Errorf("%w: %s", ErrStale, rep.Error)
 	}
 	return fmt.Errorf("ledger %s: status %d: %s", path, resp.StatusCode, rep.Error)

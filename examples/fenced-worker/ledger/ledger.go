@@ -1,7 +1,10 @@
 // Package ledger is the fenced resource of the fenced-worker example: an append-only HTTP
-// ledger that admits a write only with a fencing token at least as high as any it has
-// accepted (pkg/fence.Monotonic, writer ID = the pod UID). A paused or partitioned ex-leader
-// that wakes up and writes with its old token is refused with 409 Conflict.
+// ledger that admits a write only with a fencing token above any it has accepted, or equal to
+// the highest and from the writer that presented it first (pkg/fence.Monotonic). Writer IDs
+// name processes ("<pod UID>/<incarnation>", pkg/fence/writer), so a paused or partitioned
+// ex-leader that wakes up and writes with its old token is refused with 409 Conflict, and so
+// is a late write of a process that died, once its pod's restarted process has raised the
+// fence, or the restarted process itself if the dead one got there first under the same token.
 package ledger
 
 import (
@@ -9,15 +12,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/lockwarden/lockwarden/pkg/fence"
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 )
 
 // Write is a request to the ledger: raise the fence (/fence) or append an entry (/append).
 type Write struct {
-	// Writer identifies the writer: the pod UID.
+	// Writer identifies the writing process: its writer ID, "<pod UID>/<incarnation>"
+	// (pkg/leadership's Elector.Writer, lockwarden-agent's $LOCKWARDEN_WRITER). Any non-empty
+	// string is admitted; one that names a pod and not a process cannot tell a late write of
+	// the pod's dead process from its live one's.
 	Writer string `json:"writer"`
 	// Name is the writer's name for messages (the pod name); optional.
 	Name string `json:"name,omitempty"`
@@ -52,6 +60,9 @@ type Reply struct {
 	Highest  int64  `json:"highest"`
 	Error    string `json:"error,omitempty"`
 }
+
+// HighestHeader is the reply header of /fence and /append that carries Reply.Highest.
+const HighestHeader = "Ledger-Highest"
 
 // Server is the ledger. The zero value is not usable; call New.
 type Server struct {
@@ -91,6 +102,9 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, op string) {
 		return
 	}
 	rep, status := s.Apply(op, req)
+	// For clients that read headers only (a shell worker with busybox wget): the highest
+	// token tells a stale token (lower) from one another writer presented first (equal).
+	w.Header().Set(HighestHeader, strconv.FormatInt(rep.Highest, 10))
 	reply(w, status, rep)
 }
 
@@ -108,6 +122,10 @@ func (s *Server) Apply(op string, req Write) (Reply, int) {
 	s.outcomes = append(s.outcomes, out)
 	var stale *fence.StaleError
 	switch {
+	case errors.As(err, &stale) && stale.Current == req.Token:
+		_, first := s.fence.Highest()
+		return Reply{Highest: highest, Error: fmt.Sprintf("token %d from %s is in use by another writer: the ledger admitted it from %s first",
+			req.Token, writerName(req), first)}, http.StatusConflict
 	case errors.As(err, &stale):
 		return Reply{Highest: highest, Error: fmt.Sprintf("token %d from %s is stale: the ledger has accepted token %d", req.Token, writerName(req), stale.Current)}, http.StatusConflict
 	case err != nil:
@@ -119,12 +137,12 @@ func (s *Server) Apply(op string, req Write) (Reply, int) {
 	return Reply{Accepted: true, Highest: highest}, http.StatusOK
 }
 
-// writerName is "pod NAME (uid UID)" when the write names its pod, else "writer UID".
+// writerName is "pod NAME (uid UID)" when the write names its pod, else "writer ID".
 func writerName(w Write) string {
 	if w.Name == "" {
 		return "writer " + w.Writer
 	}
-	return fmt.Sprintf("pod %s (uid %s)", w.Name, w.Writer)
+	return fmt.Sprintf("pod %s (uid %s)", w.Name, writer.Owner(w.Writer))
 }
 
 func reply(w http.ResponseWriter, status int, v any) {

@@ -25,20 +25,25 @@ var ErrConflict = errors.New("crmanager: the manager's options conflict with the
 // whichever of opts and cfg sets it (both: they must be equal), else controller-runtime's
 // default (15 s, 10 s, 2 s), checked as client-go checks them (LeaseDuration > RenewDeadline >
 // 1.2 x RetryPeriod). It refuses opts that elect otherwise (a lock interface of their
-// own), LeaderElectionReleaseOnCancel (the lock ignores client-go's release: use
-// cfg.ReleaseOnStop with leadership.RunManager), and cfg.ReleaseOnStop with a zero
-// GracefulShutdownTimeout (Start would return before the runnables stopped). The error wraps
-// ErrConflict, or leadership.ErrInvalidConfig for a bad cfg.
+// own) and LeaderElectionReleaseOnCancel (the lock ignores client-go's release:
+// leadership.RunManager releases after the runnables stopped). It sets cfg.ReleaseOnStop, so
+// that leadership.RunManager releases the term on a clean stop, when opts.GracefulShutdownTimeout
+// is unset (controller-runtime's 30 s) or not 0, unless cfg.DisableReleaseOnStop: with 0, Start
+// returns before the runnables stopped and the release would promise what nobody waited for,
+// so ReleaseOnStop stays false (and cfg.ReleaseOnStop set by hand with 0 is refused). The
+// error wraps ErrConflict, or leadership.ErrInvalidConfig for a bad cfg.
 func Options(cfg leadership.ResourceLockConfig, opts manager.Options) (manager.Options, *leadership.ResourceLock, error) {
 	if opts.LeaderElectionResourceLockInterface != nil {
 		return opts, nil, fmt.Errorf("%w: LeaderElectionResourceLockInterface is already set", ErrConflict)
 	}
 	if opts.LeaderElectionReleaseOnCancel {
-		return opts, nil, fmt.Errorf("%w: LeaderElectionReleaseOnCancel: the lock ignores client-go's release (sent before controller-runtime stopped the controllers of a lost lease); set ResourceLockConfig.ReleaseOnStop and run the manager with leadership.RunManager", ErrConflict)
+		return opts, nil, fmt.Errorf("%w: LeaderElectionReleaseOnCancel: the lock ignores client-go's release (sent before controller-runtime stopped the controllers of a lost lease); run the manager with leadership.RunManager, which releases once they stopped", ErrConflict)
 	}
-	if cfg.ReleaseOnStop && opts.GracefulShutdownTimeout != nil && *opts.GracefulShutdownTimeout == 0 {
-		return opts, nil, fmt.Errorf("%w: ReleaseOnStop with GracefulShutdownTimeout 0: Start would return before the runnables stopped, and the release would promise what nobody waited for", ErrConflict)
+	waits := opts.GracefulShutdownTimeout == nil || *opts.GracefulShutdownTimeout != 0
+	if cfg.ReleaseOnStop && !waits && !cfg.DisableReleaseOnStop {
+		return opts, nil, fmt.Errorf("%w: ResourceLockConfig.ReleaseOnStop with manager.Options.GracefulShutdownTimeout 0: Start returns before the runnables stopped, so the release would promise what nobody waited for", ErrConflict)
 	}
+	cfg.ReleaseOnStop = waits && !cfg.DisableReleaseOnStop
 	var err error
 	if opts.LeaseDuration, cfg.LeaseDuration, err = same("LeaseDuration", opts.LeaseDuration, cfg.LeaseDuration, leadership.DefaultLeaseDuration); err != nil {
 		return opts, nil, err

@@ -30,6 +30,7 @@ func TestOptions(t *testing.T) {
 		opts              manager.Options
 		lease, renew, try time.Duration
 		err               string // substring of the error; "" for none
+		noRelease         bool   // RunManager does not release on a clean stop
 	}{
 		{name: "defaults on both sides", cfg: lockConfig(nil), lease: 15 * s, renew: 10 * s, try: 2 * s},
 		{name: "the manager's timings go to the lock", cfg: lockConfig(nil),
@@ -42,8 +43,18 @@ func TestOptions(t *testing.T) {
 		{name: "different RenewDeadline", cfg: lockConfig(func(c *leadership.ResourceLockConfig) { c.RenewDeadline = 3 * s }),
 			opts: manager.Options{RenewDeadline: ptr.To(12 * s)}, err: "manager.Options.RenewDeadline 12s, ResourceLockConfig.RenewDeadline 3s"},
 		{name: "ReleaseOnCancel", cfg: lockConfig(nil), opts: manager.Options{LeaderElectionReleaseOnCancel: true}, err: "LeaderElectionReleaseOnCancel"},
-		{name: "ReleaseOnStop without a graceful shutdown", cfg: lockConfig(func(c *leadership.ResourceLockConfig) { c.ReleaseOnStop = true }),
-			opts: manager.Options{GracefulShutdownTimeout: ptr.To(time.Duration(0))}, err: "GracefulShutdownTimeout 0"},
+		{name: "no graceful shutdown: no release", cfg: lockConfig(nil), opts: manager.Options{GracefulShutdownTimeout: ptr.To(time.Duration(0))},
+			lease: 15 * s, renew: 10 * s, try: 2 * s, noRelease: true},
+		{name: "a graceful shutdown: the release", cfg: lockConfig(nil), opts: manager.Options{GracefulShutdownTimeout: ptr.To(time.Second)},
+			lease: 15 * s, renew: 10 * s, try: 2 * s},
+		{name: "no bound on the graceful shutdown: the release", cfg: lockConfig(nil), opts: manager.Options{GracefulShutdownTimeout: ptr.To(-time.Second)},
+			lease: 15 * s, renew: 10 * s, try: 2 * s},
+		{name: "release turned off", cfg: lockConfig(func(c *leadership.ResourceLockConfig) { c.DisableReleaseOnStop = true }),
+			lease: 15 * s, renew: 10 * s, try: 2 * s, noRelease: true},
+		{name: "release asked for with no graceful shutdown", cfg: lockConfig(func(c *leadership.ResourceLockConfig) { c.ReleaseOnStop = true }),
+			opts: manager.Options{GracefulShutdownTimeout: ptr.To(time.Duration(0))}, err: "ReleaseOnStop with manager.Options.GracefulShutdownTimeout 0"},
+		{name: "release asked for and turned off, no graceful shutdown", cfg: lockConfig(func(c *leadership.ResourceLockConfig) { c.ReleaseOnStop, c.DisableReleaseOnStop = true, true }),
+			opts: manager.Options{GracefulShutdownTimeout: ptr.To(time.Duration(0))}, lease: 15 * s, renew: 10 * s, try: 2 * s, noRelease: true},
 		{name: "timings client-go refuses", cfg: lockConfig(nil), opts: manager.Options{LeaseDuration: ptr.To(5 * s)}, err: "LeaseDuration: 5s is not longer than RenewDeadline 10s"},
 		{name: "RetryPeriod above RenewDeadline/1.2", cfg: lockConfig(nil), opts: manager.Options{RetryPeriod: ptr.To(9 * s)}, err: "not longer than 1.2 x RetryPeriod 9s"},
 		{name: "a pointer to zero", cfg: lockConfig(nil), opts: manager.Options{RenewDeadline: ptr.To(time.Duration(0))}, err: "RenewDeadline 0s is not positive"},
@@ -73,9 +84,36 @@ func TestOptions(t *testing.T) {
 			if c.opts.RenewDeadline != nil && opts.RenewDeadline == c.opts.RenewDeadline {
 				t.Errorf("the manager shares the caller's RenewDeadline pointer: a later change would part manager and lock")
 			}
+			if lock.ReleasesOnStop() == c.noRelease {
+				t.Errorf("ReleasesOnStop() = %v, want %v", lock.ReleasesOnStop(), !c.noRelease)
+			}
 			if *opts.LeaseDuration != c.lease || *opts.RenewDeadline != c.renew || *opts.RetryPeriod != c.try {
 				t.Errorf("manager timings %v/%v/%v, want %v/%v/%v", *opts.LeaseDuration, *opts.RenewDeadline, *opts.RetryPeriod, c.lease, c.renew, c.try)
 			}
 		})
+	}
+}
+
+// TestBareResourceLockReleasesOnlyWhenAsked: a lock made by NewResourceLock cannot see its
+// manager's GracefulShutdownTimeout (with 0, Start returns before the runnables stopped), so
+// RunManager's release is off unless the caller opts in with ReleaseOnStop;
+// DisableReleaseOnStop overrides it.
+func TestBareResourceLockReleasesOnlyWhenAsked(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		edit         func(*leadership.ResourceLockConfig)
+		wantReleases bool
+	}{
+		{"default", nil, false},
+		{"opted in", func(c *leadership.ResourceLockConfig) { c.ReleaseOnStop = true }, true},
+		{"opted in and turned off", func(c *leadership.ResourceLockConfig) { c.ReleaseOnStop, c.DisableReleaseOnStop = true, true }, false},
+	} {
+		lock, err := leadership.NewResourceLock(lockConfig(c.edit))
+		if err != nil {
+			t.Fatalf("%s: NewResourceLock: %v", c.name, err)
+		}
+		if got := lock.ReleasesOnStop(); got != c.wantReleases {
+			t.Errorf("%s: ReleasesOnStop() = %v, want %v", c.name, got, c.wantReleases)
+		}
 	}
 }

@@ -147,7 +147,7 @@ func (s *stack) createLock(ctx context.Context, ns, name string, lease time.Dura
 	l := &lockv1.DistributedLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"lock": name}}},
+			Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"lock": name})},
 			LeaseDurationSeconds: int32(lease / time.Second),
 			Strategy:             lockv1.StrategyOldestReady,
 		},

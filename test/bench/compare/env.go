@@ -99,6 +99,10 @@ func newStack(ctx context.Context) (s *stack, err error) {
 	return s, ctx.Err()
 }
 
+// managerBin, when set (-manager), is the manager binary to run instead of bin/lockwarden:
+// another build measured on the same machine, for an A/B comparison.
+var managerBin string
+
 // logDir, when set (-logs), receives a copy of every manager log before the stack's
 // directory is removed.
 var logDir string
@@ -144,7 +148,10 @@ func (s *stack) namespace(ctx context.Context, name string) error {
 // startManager starts bin/lockwarden against this stack and waits until it is the active
 // replica (lockwarden_active 1 on its /metrics).
 func (s *stack) startManager(ctx context.Context, extra ...string) error {
-	bin := filepath.Join(s.env.Root, "bin", "lockwarden")
+	bin := managerBin
+	if bin == "" {
+		bin = filepath.Join(s.env.Root, "bin", "lockwarden")
+	}
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s not found: run `make build`", bin)
 	}

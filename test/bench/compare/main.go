@@ -36,24 +36,25 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	quick         bool
-	out           string // markdown file whose sections this program replaces; "" = none
-	img           string // directory of the PNG plots
-	engineReport  string // bench-lease's output to put into the Engine section
-	only          map[string]bool
-	handoffs      int
-	crashSamples  int
-	crashLeases   []time.Duration
-	crashSpread   time.Duration
-	probePeriod   time.Duration
-	probeFailures int
-	loadLocks     int
-	loadDuration  time.Duration
-	scale         []int
-	scaleTimeout  time.Duration
-	reconciles    int
-	args          []string
-	pprofDir      string
+	quick           bool
+	out             string // markdown file whose sections this program replaces; "" = none
+	img             string // directory of the PNG plots
+	engineReport    string // bench-lease's output to put into the Engine section
+	only            map[string]bool
+	handoffs        int
+	crashSamples    int
+	crashLeases     []time.Duration
+	crashSpread     time.Duration
+	probePeriod     time.Duration
+	probeFailures   int
+	loadLocks       int
+	loadDuration    time.Duration
+	scale           []int
+	scaleTimeout    time.Duration
+	reconciles      int
+	finalizerPolicy bool
+	args            []string
+	pprofDir        string
 }
 
 var sectionNames = []string{"handoff", "crash", "load", "scale"}
@@ -75,11 +76,13 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.probeFailures, "probe-failures", 3, "crash variant (b): readiness probe failureThreshold")
 	fs.IntVar(&o.loadLocks, "load-locks", 100, "steady-state load: locks (3 candidates each) per system")
 	fs.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "steady-state load: measured window per system")
-	fs.StringVar(&scale, "scale", "1000,10000", "scale: lock counts (3 candidate pods each)")
+	fs.StringVar(&scale, "scale", "1000,10000", "scale: lock counts (3 candidate pods each); the section ends with a summary line of the largest")
 	fs.DurationVar(&o.scaleTimeout, "scale-timeout", 2*time.Minute, "scale: give up waiting for every lock to be held after this long")
 	fs.StringVar(&o.pprofDir, "pprof", "", "scale: write CPU profiles of kube-apiserver and the manager (20 s, while the largest count is being granted) into this directory and summarise them in the report")
 	fs.StringVar(&logDir, "logs", "", "copy each manager's log into this directory (for diagnosis)")
+	fs.StringVar(&managerBin, "manager", "", "the manager binary to run (default bin/lockwarden): another build, for an A/B comparison")
 	fs.IntVar(&o.reconciles, "max-concurrent-reconciles", 0, "scale: the manager's --max-concurrent-reconciles (0: its default)")
+	fs.BoolVar(&o.finalizerPolicy, "finalizer-policy", true, "scale: install config/policy's finalizer policy (MutatingAdmissionPolicy) before the locks are created; false: the holder-release policy only, so the manager sets each finalizer itself")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -222,6 +225,9 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 		fmt.Fprintf(progress, "updated %s and %s\n", o.out, o.img)
 	}
 	fmt.Fprintf(progress, "done in %v\n", time.Since(started).Round(time.Second))
+	if rep.summary != "" {
+		fmt.Fprintln(out, rep.summary) // the last line of the output, for scripts
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("sections failed: %s", strings.Join(failed, ", "))
 	}

@@ -1,8 +1,12 @@
 // Command leworker is the client-go side of the real-pod benchmark (test/e2e): a pod that
 // runs client-go's leader election on a Lease with ReleaseOnCancel, in the same Deployment
 // shape as the fenced-worker, so a planned handoff (delete the leader) can be measured side
-// by side with lockwarden's. Environment: POD_NAME, POD_NAMESPACE, LEASE_NAME; durations
-// from -lease-duration, -renew-deadline and -retry-period.
+// by side with lockwarden's. Environment: POD_NAME, POD_NAMESPACE, LEASE_NAME, and
+// LEDGER_URL (optional): while it leads, it POSTs {"writer": POD_NAME} to LEDGER_URL/write at
+// once and then every 500 ms, as the fenced-worker writes its ledger (client-go hands out no
+// token, so these writes are not fenced); the benchmark ends a handoff at the new leader's
+// first write. Durations from -lease-duration, -renew-deadline and -retry-period;
+// -release-on-cancel (default true) is client-go's ReleaseOnCancel.
 package main
 
 import (
@@ -10,8 +14,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +43,7 @@ func run(ctx context.Context, args []string) error {
 	lease := fs.Duration("lease-duration", 4*time.Second, "LeaseDuration")
 	renew := fs.Duration("renew-deadline", 3*time.Second, "RenewDeadline")
 	retry := fs.Duration("retry-period", time.Second, "RetryPeriod")
+	release := fs.Bool("release-on-cancel", true, "ReleaseOnCancel: give the Lease up when the process is told to stop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,11 +65,11 @@ func run(ctx context.Context, args []string) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: name},
 	}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: *lease, RenewDeadline: *renew, RetryPeriod: *retry, ReleaseOnCancel: true,
+		Lock: lock, LeaseDuration: *lease, RenewDeadline: *renew, RetryPeriod: *retry, ReleaseOnCancel: *release,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				fmt.Printf("%s: leading\n", name)
-				<-ctx.Done()
+				write(ctx, os.Getenv("LEDGER_URL"), name)
 			},
 			OnStoppedLeading: func() { fmt.Printf("%s: stopped leading\n", name) },
 			OnNewLeader:      func(id string) { fmt.Printf("%s: leader is %s\n", name, id) },
@@ -73,4 +80,29 @@ func run(ctx context.Context, args []string) error {
 	}
 	le.Run(ctx)
 	return nil
+}
+
+// write POSTs the leader's writes to url/write until ctx ends (nothing when url is "").
+func write(ctx context.Context, url, name string) {
+	if url == "" {
+		<-ctx.Done()
+		return
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	body := fmt.Sprintf(`{"writer":%q}`, name)
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/write", strings.NewReader(body))
+		if err == nil {
+			if resp, err := hc.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

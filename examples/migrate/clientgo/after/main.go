@@ -1,8 +1,11 @@
 // Command reporter is a singleton: while it leads, it writes the number of pods in its
 // namespace into the ConfigMap "inventory" every 10 seconds. It leads while lockwarden's
 // controller grants this pod the DistributedLock "inventory-reporter", and stamps each report
-// with the term's fencing token: a writer whose token is lower than the one on the ConfigMap
-// is refused, so an ex-leader that wakes up after a pause cannot overwrite the new report.
+// with the term's fencing token and the term's writer ID: a writer whose token is lower
+// than the one on the ConfigMap is refused, so an ex-leader that wakes up after a pause cannot
+// overwrite the new report; and a writer with the same token that another writer (this pod's
+// previous container, or this process's earlier term of the token) wrote first has lost the
+// term.
 //
 // Environment: POD_UID, POD_NAME and POD_NAMESPACE (downward API); in-cluster config. This is
 // the after-program of docs/migration.md.
@@ -34,14 +37,17 @@ const (
 	reportName = "inventory"
 	interval   = 10 * time.Second
 
-	// tokenAnnotation holds the fencing token of the last write to the report.
+	// tokenAnnotation holds the fencing token of the last write to the report, and
+	// fenceAnnotation the writer ID (pod UID and term incarnation) that first wrote it.
 	tokenAnnotation = "example.com/fencing-token"
+	fenceAnnotation = "example.com/fencing-writer"
 )
 
 // Sentinels of report.
 var (
-	errStale      = errors.New("a writer with a newer fencing token wrote the report")
-	errNotLeading = errors.New("not leading")
+	errStale       = errors.New("a writer with a newer fencing token wrote the report")
+	errOtherWriter = errors.New("another process wrote the report with this token first")
+	errNotLeading  = errors.New("not leading")
 )
 
 func main() {
@@ -72,12 +78,17 @@ func main() {
 		Callbacks: leadership.Callbacks{
 			OnStartedLeading: func(ctx context.Context, token int64) {
 				// ctx is cancelled when the term ends; it can be noticed late after a pause,
-				// so report checks Valid() right before writing and carries the token.
+				// so report checks Valid() right before writing and carries the token and
+				// the term's writer ID (each term has its own: read it once, from ctx).
+				writer := leadership.WriterOf(ctx)
 				ticker := time.NewTicker(interval)
 				defer ticker.Stop()
 				for {
-					err := report(ctx, client, ns, id, token, el.Valid)
-					if errors.Is(err, errStale) || errors.Is(err, errNotLeading) {
+					err := report(ctx, client, ns, id, writer, token, el.Valid)
+					if errors.Is(err, errOtherWriter) {
+						el.Abandon(token) // the term is over for this process: no release, never again
+					}
+					if errors.Is(err, errStale) || errors.Is(err, errOtherWriter) || errors.Is(err, errNotLeading) {
 						return
 					}
 					if err != nil {
@@ -128,14 +139,15 @@ func serveProbes(el *leadership.Elector) {
 	klog.ErrorS(srv.ListenAndServe(), "serve probes")
 }
 
-// report writes the number of pods in ns into the ConfigMap reportName, fenced by token.
-func report(ctx context.Context, client kubernetes.Interface, ns, writer string, token int64, valid func() bool) error {
+// report writes the number of pods in ns into the ConfigMap reportName, fenced by token and
+// the writer ID fencer.
+func report(ctx context.Context, client kubernetes.Interface, ns, writer, fencer string, token int64, valid func() bool) error {
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
 	data := map[string]string{"pods": strconv.Itoa(len(pods.Items)), "writer": writer}
-	stamp := map[string]string{tokenAnnotation: strconv.FormatInt(token, 10)}
+	stamp := map[string]string{tokenAnnotation: strconv.FormatInt(token, 10), fenceAnnotation: fencer}
 
 	cms := client.CoreV1().ConfigMaps(ns)
 	cm, err := cms.Get(ctx, reportName, metav1.GetOptions{})
@@ -152,13 +164,14 @@ func report(ctx context.Context, client kubernetes.Interface, ns, writer string,
 	if err != nil {
 		return fmt.Errorf("get configmap %s: %w", reportName, err)
 	}
-	if err := admit(cm, token); err != nil {
+	if err := admit(cm, token, fencer); err != nil {
 		return err
 	}
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[tokenAnnotation] = stamp[tokenAnnotation]
+	cm.Annotations[fenceAnnotation] = fencer
 	cm.Data = data
 	// The Update carries the resourceVersion read above: if anyone wrote in between it fails
 	// with a conflict, so admit's check and this write are one compare-and-swap.
@@ -171,8 +184,9 @@ func report(ctx context.Context, client kubernetes.Interface, ns, writer string,
 	return nil
 }
 
-// admit refuses token when cm was last written with a higher one.
-func admit(cm *corev1.ConfigMap, token int64) error {
+// admit refuses token when cm was last written with a higher one, or with the same one by
+// another writer: fence < token, or fence = token from this writer.
+func admit(cm *corev1.ConfigMap, token int64, writer string) error {
 	v, ok := cm.Annotations[tokenAnnotation]
 	if !ok {
 		return nil
@@ -181,8 +195,11 @@ func admit(cm *corev1.ConfigMap, token int64) error {
 	if err != nil {
 		return fmt.Errorf("parse annotation %s=%q: %w", tokenAnnotation, v, err)
 	}
-	if last > token {
+	switch {
+	case last > token:
 		return fmt.Errorf("%w: token %d, report written with %d", errStale, token, last)
+	case last == token && cm.Annotations[fenceAnnotation] != writer:
+		return fmt.Errorf("%w: token %d, written by %s", errOtherWriter, token, cm.Annotations[fenceAnnotation])
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 // Command stamper is an operator with one reconciler: it stamps every ConfigMap labelled
 // example.com/stamp=true with the name of the pod that reconciled it. Its manager runs the
 // reconciler while lockwarden's controller grants this pod the DistributedLock
-// "configmap-stamper", and the stamp carries the term's fencing token: a reconciler whose
-// token is lower than the one on the ConfigMap is refused.
+// "configmap-stamper", and the stamp carries the term's fencing token and this process's
+// writer ID: a reconciler whose token is lower than the one on the ConfigMap is refused, and
+// so is one with the same token from another process (this pod's previous container, whose
+// writes may still arrive), which ends the term for this process.
 //
 // Environment: POD_UID, POD_NAME and POD_NAMESPACE (downward API); kubeconfig or in-cluster
 // config. Flag -recampaign=false exits when the lock is lost, as before. This is the
@@ -37,12 +39,17 @@ const (
 	stampLabel       = "example.com/stamp"
 	writerAnnotation = "example.com/reconciled-by"
 	tokenAnnotation  = "example.com/fencing-token"
+	// fenceAnnotation holds the writer ID (pod UID and an incarnation drawn each time the
+	// manager became leader) that first stamped tokenAnnotation's token: under one token only
+	// that writer may stamp again.
+	fenceAnnotation = "example.com/fencing-writer"
 )
 
 // Sentinels of Reconcile.
 var (
-	errStale      = errors.New("a writer with a newer fencing token stamped the configmap")
-	errNotLeading = errors.New("not leading")
+	errStale       = errors.New("a writer with a newer fencing token stamped the configmap")
+	errOtherWriter = errors.New("another process stamped the configmap with this token first")
+	errNotLeading  = errors.New("not leading")
 )
 
 func main() {
@@ -63,9 +70,10 @@ func main() {
 		Namespace: ns,
 		Lock:      lockName,
 		// Replaces LeaderElectionReleaseOnCancel: RunManager confirms the end of the term
-		// once the manager has stopped every controller.
-		ReleaseOnStop: true,
-		Log:           ctrl.Log.WithName("leadership"),
+		// once the manager has stopped every controller (crmanager.Options sets
+		// ReleaseOnStop for the manager's 30 s GracefulShutdownTimeout; DisableReleaseOnStop
+		// turns it off).
+		Log: ctrl.Log.WithName("leadership"),
 	}, ctrl.Options{
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		HealthProbeBindAddress: ":8081",
@@ -138,11 +146,16 @@ func (r *stamper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if token == 0 {
 		return ctrl.Result{}, errNotLeading
 	}
-	if err := admit(&cm, token); err != nil {
+	// The writer ID of the manager's term: read once, with the token.
+	fencer := r.lock.Writer()
+	if err := admit(&cm, token, fencer); err != nil {
+		if errors.Is(err, errOtherWriter) {
+			r.lock.Abandon(token) // the term is over for this process: never lead it again
+		}
 		return ctrl.Result{}, err
 	}
 	stamp := strconv.FormatInt(token, 10)
-	if cm.Annotations[writerAnnotation] == r.writer && cm.Annotations[tokenAnnotation] == stamp {
+	if cm.Annotations[writerAnnotation] == r.writer && cm.Annotations[tokenAnnotation] == stamp && cm.Annotations[fenceAnnotation] == fencer {
 		return ctrl.Result{}, nil
 	}
 	// The optimistic lock sends the resourceVersion read: a concurrent write makes it fail,
@@ -153,6 +166,7 @@ func (r *stamper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	}
 	cm.Annotations[writerAnnotation] = r.writer
 	cm.Annotations[tokenAnnotation] = stamp
+	cm.Annotations[fenceAnnotation] = fencer
 	// Valid() reads the clock: a process paused since the checks above sees false here.
 	if !r.lock.Valid() {
 		return ctrl.Result{}, errNotLeading
@@ -163,8 +177,9 @@ func (r *stamper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	return ctrl.Result{}, nil
 }
 
-// admit refuses token when cm was stamped with a higher one.
-func admit(cm *corev1.ConfigMap, token int64) error {
+// admit refuses token when cm was stamped with a higher one, or with the same one by another
+// writer: fence < token, or fence = token from this writer.
+func admit(cm *corev1.ConfigMap, token int64, writer string) error {
 	v, ok := cm.Annotations[tokenAnnotation]
 	if !ok {
 		return nil
@@ -173,8 +188,11 @@ func admit(cm *corev1.ConfigMap, token int64) error {
 	if err != nil {
 		return fmt.Errorf("parse annotation %s=%q: %w", tokenAnnotation, v, err)
 	}
-	if last > token {
+	switch {
+	case last > token:
 		return fmt.Errorf("%w: token %d, stamped with %d", errStale, token, last)
+	case last == token && cm.Annotations[fenceAnnotation] != writer:
+		return fmt.Errorf("%w: token %d, stamped by %s", errOtherWriter, token, cm.Annotations[fenceAnnotation])
 	}
 	return nil
 }

@@ -37,7 +37,11 @@ func (r *run) inject(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("inject %s: %w", f.Kind, err)
 		}
-		r.faults[f.Kind]++
+		if r.notInjected {
+			r.notInjected = false // the fault found nothing to act on: not counted
+		} else {
+			r.faults[f.Kind]++
+		}
 		if f.Kind == chaos.EtcdRestore {
 			continue // it heals and checks itself
 		}
@@ -208,7 +212,7 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 	case chaos.EtcdRestore:
 		return nothing, r.restore(ctx, f)
 
-	case chaos.CrashRestart, chaos.SidecarDelete, chaos.NodePodGC:
+	case chaos.CrashRestart, chaos.CrashRestartSidecar, chaos.SidecarDelete, chaos.NodePodGC:
 		return r.kubeletFault(ctx, f)
 
 	case chaos.LateStatusWrite:
@@ -222,6 +226,12 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 
 	case chaos.EngineForceRelease, chaos.EngineLoseAcquireReply:
 		return r.engineFault(ctx, f)
+
+	case chaos.EngineHandoffExpiry:
+		return r.engineHandoffExpiry(ctx, f)
+
+	case chaos.WorkerStall, chaos.EngineStall:
+		return r.stallFault(ctx, f)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }

@@ -4,9 +4,44 @@ import (
 	"context"
 	"time"
 
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/test/chaos"
 )
+
+// crash is one crash-restart fault as injected: the killed worker, the token its pod held.
+type crash struct {
+	old   *workerProc
+	token int64
+	proof bool
+}
+
+// restarts turns the run's crashes into chaos.Restart records: when the old process exited,
+// when the kubelet first reported the process that restarted it Ready, and whether that one
+// abandoned the old token (hs are the histories, in the order of r.workers).
+func (r *run) restarts(hs []chaos.WorkerHistory) []chaos.Restart {
+	r.mu.Lock()
+	crashes := append([]crash(nil), r.crashes...)
+	workers := append([]*workerProc(nil), r.workers...)
+	r.mu.Unlock()
+	var out []chaos.Restart
+	for _, c := range crashes {
+		<-c.old.p.exited
+		rs := chaos.Restart{UID: c.old.uid, Pod: c.old.pod, Token: c.token, Proof: c.proof, Crash: c.old.p.exitedAt}
+		for i, w := range workers {
+			if w.uid != c.old.uid || w.p.startedAt < rs.Crash {
+				continue
+			}
+			rs.Ready = w.firstReady()
+			for _, e := range hs[i].Events {
+				rs.Abandoned = rs.Abandoned || (e.Kind == chaos.EvAbandon && e.Token == c.token)
+			}
+			break
+		}
+		out = append(out, rs)
+	}
+	return out
+}
 
 // kubeletFault injects the faults in which the kubelet or PodGC writes a state that is not
 // proof that the holder stopped (podstatus.go cites what each writes). The controller must
@@ -15,19 +50,31 @@ import (
 func (r *run) kubeletFault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 	s := r.holderSlot(ctx)
 	switch f.Kind {
-	case chaos.CrashRestart:
+	case chaos.CrashRestart, chaos.CrashRestartSidecar:
 		// The worker dies; the kubelet reports its container terminated with the phase still
 		// Running, restarts it after f.Jitter under the same UID, and reports it running with
-		// restartCount+1 (kubelet.crash). No heal: the restarted worker stays.
+		// a new containerID and restartCount+1 (kubelet.crash). CheckRestarts then holds the
+		// controller to the rule of the pod's shape: with proof (crash-restart, one container)
+		// the same pod gets a new token at once; without (crash-restart-sidecar) Releasing and
+		// the full delay. No heal: the restarted worker stays.
 		w := s.worker()
 		if w == nil || !r.kubelet.shape.restarts() {
-			r.note("crash-restart: no worker, or pods that are not restarted")
+			r.note("%s: no worker, or pods that are not restarted", f.Kind)
 			return nothing, nil
+		}
+		var token int64
+		if l, err := r.getLock(ctx); err == nil && string(l.Status.HolderUID) == w.uid &&
+			(l.Status.Phase == lockv1.PhaseHeld || l.Status.Phase == lockv1.PhaseReleasing) {
+			token = l.Status.FencingToken
 		}
 		s.mu.Lock()
 		s.restartDelay = f.Jitter
 		s.mu.Unlock()
 		w.p.kill()
+		r.mu.Lock()
+		r.crashes = append(r.crashes, crash{old: w, token: token, proof: r.kubelet.shape.proof()})
+		r.mu.Unlock()
+		r.note("%s: killed %s (token %d, restart proof %v)", f.Kind, w.p.name, token, r.kubelet.shape.proof())
 		return nothing, nil
 
 	case chaos.SidecarDelete:

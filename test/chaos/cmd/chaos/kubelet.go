@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
+	"github.com/lockwarden/lockwarden/test/chaos"
 )
 
 // Probe timing of the stand-in kubelet: a pod turns NotReady after failureThreshold
@@ -27,13 +28,35 @@ const (
 	defaultRestartDelay = 300 * time.Millisecond
 )
 
-// workerProc is one chaosworker process playing one pod (one UID).
+// workerProc is one chaosworker process playing one pod (one UID): one incarnation of the
+// worker container.
 type workerProc struct {
-	p       *proc
-	pod     string
-	uid     string
-	probe   string // host:port of its /readyz
-	history string // its history file
+	p         *proc
+	pod       string
+	uid       string
+	container string // its containerID (podstatus.go: newContainerID)
+	probe     string // host:port of its /readyz and stall hook
+	history   string // its history file
+
+	mu sync.Mutex
+	// readyAt is when the kubelet first reported this container Ready (CLOCK_MONOTONIC ns).
+	readyAt int64
+}
+
+// reportedReady records the kubelet's first Ready report of w's container.
+func (w *workerProc) reportedReady(at int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.readyAt == 0 {
+		w.readyAt = at
+	}
+}
+
+// firstReady is when the kubelet first reported w Ready, 0 if never.
+func (w *workerProc) firstReady() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readyAt
 }
 
 // slot is one candidate pod name with the process that plays its worker container, as a
@@ -47,6 +70,7 @@ type slot struct {
 	mu       sync.Mutex
 	pod      *corev1.Pod // nil while deleted
 	w        *workerProc
+	app      string // a sidecar pod's main container's containerID
 	reported string // "ready", "notready", "crashed", "terminated": what status says
 	fails    int
 	restarts int32
@@ -66,7 +90,11 @@ type slot struct {
 
 // state returns what the kubelet knows of the worker's container; s.mu is held.
 func (s *slot) state(ready bool) workerState {
-	return workerState{ready: ready, restarts: s.restarts, started: s.started, last: s.last}
+	st := workerState{ready: ready, restarts: s.restarts, started: s.started, last: s.last, app: s.app}
+	if s.w != nil {
+		st.id = s.w.container
+	}
+	return st
 }
 
 // kubelet sets the status of the run's pods from their workers' real state.
@@ -122,6 +150,9 @@ func (k *kubelet) loop(ctx context.Context, s *slot) {
 				s.reported = want
 			}
 			s.mu.Unlock()
+			if want == "ready" && w != nil {
+				w.reportedReady(chaos.Mono())
+			}
 		}
 	}
 }
@@ -130,9 +161,9 @@ func (k *kubelet) loop(ctx context.Context, s *slot) {
 // report it terminated with the phase still Running, restart it under the same UID, and
 // let the next probe report it running with restartCount+1.
 func (k *kubelet) crash(ctx context.Context, s *slot, pod *corev1.Pod, w *workerProc) {
-	code := int32(137)
+	code, id := int32(137), ""
 	if w != nil {
-		code = int32(w.p.exitCode())
+		code, id = int32(w.p.exitCode()), w.container
 	}
 	now := metav1.Now()
 	s.mu.Lock()
@@ -164,7 +195,7 @@ func (k *kubelet) crash(ctx context.Context, s *slot, pod *corev1.Pod, w *worker
 		go nw.p.stop(5 * time.Second) // deleted meanwhile: the kubelet kills what it started
 		return
 	}
-	s.w, s.restarts, s.started, s.last = nw, s.restarts+1, metav1.Now(), terminated(code, now)
+	s.w, s.restarts, s.started, s.last = nw, s.restarts+1, metav1.Now(), terminated(code, now, id)
 	s.reported, s.fails, s.restartDelay = "", 0, 0
 }
 

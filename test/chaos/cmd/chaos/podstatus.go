@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -17,9 +20,20 @@ import (
 //     update shows every container terminated AND phase Succeeded (all exit 0) or Failed
 //     (watch-e2e-fail.txt rv 340: exit 1, reason Error); then the kubelet's final delete
 //     with grace 0 (rv 342) and DELETED. terminalStatus is that one update;
-//   - a crash under restartPolicy Always: the container terminated while the phase stays
-//     Running (kubelet_pods.go: "the container will be restarted soon"), then running again
-//     with restartCount+1 under the same UID (NOTES.md; no recording);
+//   - a crash under restartPolicy Always: the container terminated (exit 137, reason Error,
+//     Ready False) under its old containerID while the phase stays Running
+//     (kubelet_pods.go: "the container will be restarted soon"), then running again under the
+//     same UID with a new containerID, restartCount+1 and lastState terminated with the old
+//     containerID (recorded on the real node with containerd 1.6.20 by TestRestartEvidence,
+//     test/e2e/restart_*_test.go, into bin/e2e/restart-evidence.txt; the run of 2026-12-02
+//     16:22 UTC, pod one-sigkill, host SIGKILL: rv 356 running bf86e8f16c07, rv 411
+//     terminated(exit=137,reason=Error) bf86e8f16c07 restarts 0 ready false, rv 416 running
+//     3cdd1e5da22e restarts 1 last=bf86e8f16c07:exit=137,Error; docs/e2e.md, "Restarts on the
+//     real node"). A native sidecar's restart takes the same form in initContainerStatuses
+//     (the same recording, pod sidecar-sigkill, shows the statuses of a pod with one; NOTES.md);
+//   - containerIDs: "containerd://" and 64 hex digits (the recording's IDs in full), one per
+//     container incarnation (a new one at each restart), in the status and in each terminated
+//     state (kubelet_pods.go convertToAPIContainerStatuses: State.Terminated.ContainerID);
 //   - a native sidecar (an init container with restartPolicy Always) reports in
 //     initContainerStatuses and is stopped after the main containers on deletion (NOTES.md;
 //     no recording): mainStoppedStatus is the state between the two;
@@ -62,6 +76,16 @@ type workerState struct {
 	restarts int32
 	started  metav1.Time
 	last     *corev1.ContainerStateTerminated // the previous run, after a restart
+	id       string                           // the worker container's containerID (this incarnation)
+	app      string                           // a sidecar pod's main container's containerID
+}
+
+// newContainerID draws the containerID of a new container incarnation, in containerd's
+// form: "containerd://" and 64 hex digits.
+func newContainerID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "containerd://" + hex.EncodeToString(b)
 }
 
 func conditions(ready bool, now metav1.Time, started bool) []corev1.PodCondition {
@@ -93,19 +117,20 @@ func keepTransitions(old, cur []corev1.PodCondition) []corev1.PodCondition {
 	return cur
 }
 
-func terminated(code int32, now metav1.Time) *corev1.ContainerStateTerminated {
+// terminated is the terminated state of the container incarnation id.
+func terminated(code int32, now metav1.Time, id string) *corev1.ContainerStateTerminated {
 	reason := "Completed"
 	if code != 0 {
 		reason = "Error"
 	}
-	return &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: now}
+	return &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: now, ContainerID: id}
 }
 
 // setWorker puts the worker's status where the shape reports it, and the app's (if any).
-func setWorker(st *corev1.PodStatus, shape podShape, worker corev1.ContainerStatus, app corev1.ContainerState, appReady bool) {
+func setWorker(st *corev1.PodStatus, shape podShape, worker corev1.ContainerStatus, app corev1.ContainerState, appReady bool, w workerState) {
 	if shape.sidecar {
 		st.InitContainerStatuses = []corev1.ContainerStatus{worker}
-		st.ContainerStatuses = []corev1.ContainerStatus{{Name: appContainer, Image: image, Ready: appReady, Started: ptr.To(app.Running != nil), State: app}}
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: appContainer, Image: image, ContainerID: w.app, Ready: appReady, Started: ptr.To(app.Running != nil), State: app}}
 		return
 	}
 	st.InitContainerStatuses = nil
@@ -117,24 +142,27 @@ func runningStatus(old corev1.PodStatus, shape podShape, w workerState, now meta
 	st := old
 	st.Phase = corev1.PodRunning
 	st.Conditions = keepTransitions(old.Conditions, conditions(w.ready, now, true))
-	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, Ready: w.ready, Started: ptr.To(true), RestartCount: w.restarts,
+	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, ContainerID: w.id, Ready: w.ready, Started: ptr.To(true), RestartCount: w.restarts,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}}
 	if w.last != nil {
 		worker.LastTerminationState = corev1.ContainerState{Terminated: w.last}
 	}
-	setWorker(&st, shape, worker, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}, true)
+	setWorker(&st, shape, worker, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}, true, w)
 	return st
 }
 
-// crashedStatus: the worker's container terminated with code, awaiting its restart; the
-// phase stays Running.
+// crashedStatus: the worker's container terminated with code, awaiting its restart, under its
+// own (old) containerID and restartCount; the phase stays Running.
 func crashedStatus(old corev1.PodStatus, shape podShape, w workerState, code int32, now metav1.Time) corev1.PodStatus {
 	st := old
 	st.Phase = corev1.PodRunning
 	st.Conditions = keepTransitions(old.Conditions, conditions(false, now, true))
-	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, Started: ptr.To(false), RestartCount: w.restarts,
-		State: corev1.ContainerState{Terminated: terminated(code, now)}}
-	setWorker(&st, shape, worker, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}, true)
+	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, ContainerID: w.id, Started: ptr.To(false), RestartCount: w.restarts,
+		State: corev1.ContainerState{Terminated: terminated(code, now, w.id)}}
+	if w.last != nil {
+		worker.LastTerminationState = corev1.ContainerState{Terminated: w.last}
+	}
+	setWorker(&st, shape, worker, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}, true, w)
 	return st
 }
 
@@ -144,9 +172,9 @@ func mainStoppedStatus(old corev1.PodStatus, shape podShape, w workerState, now 
 	st := old
 	st.Phase = corev1.PodRunning
 	st.Conditions = keepTransitions(old.Conditions, conditions(false, now, true))
-	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, Ready: w.ready, Started: ptr.To(true), RestartCount: w.restarts,
+	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, ContainerID: w.id, Ready: w.ready, Started: ptr.To(true), RestartCount: w.restarts,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}}
-	setWorker(&st, shape, worker, corev1.ContainerState{Terminated: terminated(0, now)}, false)
+	setWorker(&st, shape, worker, corev1.ContainerState{Terminated: terminated(0, now, w.app)}, false, w)
 	return st
 }
 
@@ -158,9 +186,12 @@ func terminalStatus(old corev1.PodStatus, shape podShape, w workerState, code in
 		st.Phase = corev1.PodFailed
 	}
 	st.Conditions = keepTransitions(old.Conditions, conditions(false, now, false))
-	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, Started: ptr.To(false), RestartCount: w.restarts,
-		State: corev1.ContainerState{Terminated: terminated(code, now)}}
-	setWorker(&st, shape, worker, corev1.ContainerState{Terminated: terminated(0, now)}, false)
+	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, ContainerID: w.id, Started: ptr.To(false), RestartCount: w.restarts,
+		State: corev1.ContainerState{Terminated: terminated(code, now, w.id)}}
+	if w.last != nil {
+		worker.LastTerminationState = corev1.ContainerState{Terminated: w.last}
+	}
+	setWorker(&st, shape, worker, corev1.ContainerState{Terminated: terminated(0, now, w.app)}, false, w)
 	return st
 }
 

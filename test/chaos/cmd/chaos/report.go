@@ -56,9 +56,31 @@ func (h *harness) handoffRule() chaos.HandoffRule {
 	return chaos.HandoffRule{Wait: max(h.timing.LockDelay, h.timing.Lease), Slack: 500 * time.Millisecond}
 }
 
+// restartRule is what a restarted holder's term must respect: the handoff rule's wait, and
+// an election TTL for the controller to act on what it sees.
+func (h *harness) restartRule() chaos.RestartRule {
+	hr := h.handoffRule()
+	return chaos.RestartRule{Wait: hr.Wait, Slack: hr.Slack, React: h.timing.ElectionTTL}
+}
+
+// ledgerName names the run's ledger by its workload: its refusals are counted apart.
+func ledgerName(s chaos.Schedule) string {
+	if s.Engine() {
+		return chaos.LedgerEngine
+	}
+	return chaos.LedgerPods
+}
+
 // check runs every checker on the run's histories; a failing run is saved.
 func (r *run) check(outcomes []chaos.Outcome) *result {
-	res := &result{sched: r.sched, faults: r.faults, liveness: r.liveness}
+	res := &result{sched: r.sched, faults: r.faults, liveness: r.liveness, ledger: ledgerName(r.sched)}
+	for _, o := range outcomes {
+		if o.Accepted {
+			res.ledgerAccepted++
+		} else {
+			res.refused++
+		}
+	}
 	hs := r.histories()
 	ops := chaos.LedgerOps(hs)
 	for _, o := range ops {
@@ -89,6 +111,11 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 	vs = append(vs, ovs...)
 	vs = append(vs, chaos.CheckOverlaps(overlaps, 0)...)
 	vs = append(vs, chaos.CheckHandoffs(obs, r.lives(), r.h.handoffRule())...)
+	vs = append(vs, chaos.CheckIncarnations(hs)...)
+	restarts := r.restarts(hs)
+	vs = append(vs, chaos.CheckRestarts(obs, restarts, r.h.restartRule())...)
+	vs = append(vs, chaos.CheckStalls(hs, r.faults[chaos.WorkerStall]+r.faults[chaos.EngineStall])...)
+	res.stalls = chaos.Stalls(hs)
 	res.violations = vs
 	r.mu.Lock()
 	_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(strings.Join(r.notes, "\n")+"\n"), 0o644)
@@ -97,14 +124,14 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 		_ = os.WriteFile(filepath.Join(r.dir, "status.json"), b, 0o644)
 	}
 	if len(vs) > 0 || lin == porcupine.Unknown {
-		res.saved = r.save(hs, ivs, ops, obs, outcomes, overlaps, vs, info)
+		res.saved = r.save(hs, ivs, ops, obs, outcomes, overlaps, vs, info, restarts)
 	}
 	return res
 }
 
 // save writes the run's seed, schedule, histories and porcupine's HTML under the out dir.
 func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.LedgerOp, obs []chaos.StatusObs,
-	outs []chaos.Outcome, overlaps []chaos.Overlap, vs []chaos.Violation, info porcupine.LinearizationInfo) string {
+	outs []chaos.Outcome, overlaps []chaos.Overlap, vs []chaos.Violation, info porcupine.LinearizationInfo, restarts []chaos.Restart) string {
 	dir := filepath.Join(r.h.outDir, fmt.Sprintf("seed-%d-run-%d", r.sched.Seed, r.sched.Run))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ""
@@ -124,6 +151,7 @@ func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.L
 	write("overlaps.json", overlaps)
 	write("violations.json", vs)
 	write("lives.json", r.lives())
+	write("restarts.json", restarts)
 	_ = chaos.Visualize(info, filepath.Join(dir, "porcupine.html"))
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d run %d schedule %s\n%s\n\nreplay: %s\n\n", r.sched.Seed, r.sched.Run, r.sched.Hash(), r.sched, r.h.replay(r.sched))
@@ -161,20 +189,26 @@ func (res *result) line() string {
 	for _, d := range res.liveness {
 		live = max(live, d)
 	}
-	s := fmt.Sprintf("run %d seed %d schedule %s faults %s writes accepted %d rejected %d ambiguous %d overlaps %d (max %v) linearizable %s recovery max %v violations %d (%v)",
+	s := fmt.Sprintf("run %d seed %d schedule %s faults %s writes accepted %d rejected %d ambiguous %d ledger %s refused %d (stalled writes refused %d of %d) overlaps %d (max %v) linearizable %s recovery max %v violations %d (%v)",
 		res.sched.Run, res.sched.Seed, res.sched.Hash(), kindList(res.faults), res.accepted, res.rejected, res.ambiguous,
+		res.ledger, res.refused, res.stalls.Refused, res.stalls.Stalled,
 		len(res.overlaps), maxOverlap.Round(time.Millisecond), res.linear, live.Round(time.Millisecond), len(res.violations), res.elapsed.Round(time.Second))
 	return s
 }
 
-func kindList(m map[string]int) string {
-	var keys []string
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	return keys
+}
+
+func kindList(m map[string]int) string {
 	var parts []string
-	for _, k := range keys {
+	for _, k := range sortedKeys(m) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return "{" + strings.Join(parts, ",") + "}"
@@ -184,15 +218,31 @@ func kindList(m map[string]int) string {
 type totals struct {
 	runs, accepted, rejected, ambiguous, overlaps, violations, failedRuns int
 	maxOverlap                                                            time.Duration
-	faults                                                                map[string]int
 	unknownLinear                                                         int
 	found                                                                 []string // every violation, with its run and replay command
+	ledgers                                                               map[string]*chaos.LedgerTally
+	kinds                                                                 map[string]*kindTally
+}
+
+// kindTally is the coverage of one fault kind: how often it was injected, and what the ledgers
+// of the runs that had it decided (issue 25 item 8's table).
+type kindTally struct {
+	injected, runs, accepted, refused, violations int
 }
 
 func (t *totals) add(res *result) {
-	if t.faults == nil {
-		t.faults = map[string]int{}
+	if t.ledgers == nil {
+		t.ledgers = map[string]*chaos.LedgerTally{}
 	}
+	lt := t.ledgers[res.ledger]
+	if lt == nil {
+		lt = &chaos.LedgerTally{}
+		t.ledgers[res.ledger] = lt
+	}
+	lt.Runs++
+	lt.Refused += res.refused
+	lt.Accepted += res.ledgerAccepted
+	lt.StalledRefused += res.stalls.Refused
 	t.runs++
 	t.accepted += res.accepted
 	t.rejected += res.rejected
@@ -211,26 +261,54 @@ func (t *totals) add(res *result) {
 	if res.linear == string(porcupine.Unknown) {
 		t.unknownLinear++
 	}
+	if t.kinds == nil {
+		t.kinds = map[string]*kindTally{}
+	}
 	for k, n := range res.faults {
-		t.faults[k] += n
+		kt := t.kinds[k]
+		if kt == nil {
+			kt = &kindTally{}
+			t.kinds[k] = kt
+		}
+		kt.injected += n
+		kt.runs++
+		kt.accepted += res.ledgerAccepted
+		kt.refused += res.refused
+		kt.violations += len(res.violations)
 	}
 }
 
 func (t *totals) print(elapsed time.Duration) {
 	fmt.Printf("totals: runs %d in %v\n", t.runs, elapsed.Round(time.Second))
-	var keys []string
-	for k := range t.faults {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Printf("  %-36s %d\n", k, t.faults[k])
+	fmt.Println("| fault kind | injected | runs with it | fenced writes accepted | refused | violations |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+	for _, k := range sortedKeys(t.kinds) {
+		kt := t.kinds[k]
+		fmt.Printf("| %s | %d | %d | %d | %d | %d |\n", k, kt.injected, kt.runs, kt.accepted, kt.refused, kt.violations)
 	}
 	fmt.Printf("writes accepted %d rejected %d ambiguous %d\n", t.accepted, t.rejected, t.ambiguous)
+	for _, name := range sortedKeys(t.ledgers) {
+		l := t.ledgers[name]
+		fmt.Printf("ledger %s: %d runs, the ledgers accepted %d writes and refused %d (stalled writes refused %d)\n", name, l.Runs, l.Accepted, l.Refused, l.StalledRefused)
+	}
 	fmt.Printf("overlaps measured %d (max %v); linearizability unknown (timeout) %d\n", t.overlaps, t.maxOverlap.Round(time.Millisecond), t.unknownLinear)
 	// Repeated here so that the tail of a long log (all a CI summary may keep) names them.
 	for _, f := range t.found {
 		fmt.Printf("  VIOLATION %s\n", f)
 	}
 	fmt.Printf("violations: %d\n", t.violations)
+}
+
+// unexercised prints and counts, for a long run, every ledger whose fence refused nothing
+// although its stall kind was among kinds (chaos.CheckExercised).
+func (t *totals) unexercised(kinds []string) int {
+	tallies := map[string]chaos.LedgerTally{}
+	for name, l := range t.ledgers {
+		tallies[name] = *l
+	}
+	vs := chaos.CheckExercised(tallies, kinds)
+	for _, v := range vs {
+		fmt.Printf("FAILED %s\n", v)
+	}
+	return len(vs)
 }

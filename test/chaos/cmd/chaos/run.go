@@ -55,25 +55,35 @@ type run struct {
 	nextHist int
 	obs      []chaos.StatusObs
 
-	faults     map[string]int
-	liveness   []time.Duration
-	violations []chaos.Violation
-	notes      []string
+	faults map[string]int
+	// notInjected: the fault being injected found nothing to act on (a stall with no
+	// holder), so inject does not count it
+	notInjected bool
+	crashes     []crash // the crash-restart faults, for CheckRestarts
+	liveness    []time.Duration
+	violations  []chaos.Violation
+	notes       []string
 }
 
 // result is what a run reports.
 type result struct {
-	sched      chaos.Schedule
-	faults     map[string]int
-	accepted   int
-	rejected   int
-	ambiguous  int
-	overlaps   []chaos.Overlap
-	liveness   []time.Duration
-	linear     string
-	violations []chaos.Violation
-	saved      string
-	elapsed    time.Duration
+	sched     chaos.Schedule
+	faults    map[string]int
+	accepted  int
+	rejected  int
+	ambiguous int
+	// ledger names the run's ledger (ledgerName); ledgerAccepted and refused are its own
+	// count of its decisions (GET /outcomes), stalls what became of the stalled writes.
+	ledger         string
+	ledgerAccepted int
+	refused        int
+	stalls         chaos.StallOutcome
+	overlaps       []chaos.Overlap
+	liveness       []time.Duration
+	linear         string
+	violations     []chaos.Violation
+	saved          string
+	elapsed        time.Duration
 }
 
 func (r *run) note(format string, args ...any) {
@@ -142,7 +152,7 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	lock := &lockv1.DistributedLock{
 		ObjectMeta: metav1.ObjectMeta{Name: lockName, Namespace: r.ns},
 		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": podLabel}}},
+			Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": podLabel})},
 			LeaseDurationSeconds: int32(h.timing.Lease / time.Second),
 			LockDelaySeconds:     ptr.To(int32(h.timing.LockDelay / time.Second)),
 		},
@@ -212,18 +222,25 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// shapeFor is how a run's pods are built: restartPolicy Never, so that a worker that exits
-// ends its pod (phase Failed or Succeeded, as the kubelet writes for such a pod), unless the
-// schedule crashes a holder to see it restarted (restartPolicy Always, a StatefulSet's), or
-// deletes a holder whose worker is a native sidecar.
+// shapeFor is how a run's pods are built, from the schedule's explicit shape
+// (chaos.Schedule.Shape, set by its first fault): restartPolicy Never, so that a worker that
+// exits ends its pod (phase Failed or Succeeded, as the kubelet writes for such a pod);
+// restartPolicy Always (a StatefulSet's) for the single-container pod whose crash is restarted
+// (crash-restart: the restart proves the old process gone); or the worker as a native sidecar
+// (crash-restart-sidecar, sidecar-delete: no proof).
 func shapeFor(s chaos.Schedule) podShape {
-	c := s.Counts()
-	shape := podShape{policy: corev1.RestartPolicyNever, sidecar: c[chaos.SidecarDelete] > 0}
-	if c[chaos.CrashRestart] > 0 {
-		shape.policy = corev1.RestartPolicyAlways
+	switch s.Shape() {
+	case chaos.ShapeRestart:
+		return podShape{policy: corev1.RestartPolicyAlways}
+	case chaos.ShapeSidecar:
+		return podShape{policy: corev1.RestartPolicyNever, sidecar: true}
 	}
-	return shape
+	return podShape{policy: corev1.RestartPolicyNever}
 }
+
+// proof reports whether a restart of the worker proves the old process gone
+// (controllers/restart.go restartProof): one regular container, no native sidecar.
+func (s podShape) proof() bool { return !s.sidecar }
 
 // startPod creates the slot's pod (new UID) and a worker process to play it.
 func (r *run) startPod(ctx context.Context, s *slot) error {
@@ -236,7 +253,7 @@ func (r *run) startPod(ctx context.Context, s *slot) error {
 		return err
 	}
 	s.mu.Lock()
-	s.pod, s.w, s.reported, s.fails, s.started = pod, w, "", 0, metav1.Now()
+	s.pod, s.w, s.reported, s.fails, s.started, s.app = pod, w, "", 0, metav1.Now(), newContainerID()
 	s.mu.Unlock()
 	return nil
 }
@@ -252,7 +269,7 @@ func (r *run) startWorker(_ context.Context, s *slot, pod *corev1.Pod) (*workerP
 	r.nextHist++
 	n := r.nextHist
 	r.mu.Unlock()
-	w := &workerProc{pod: s.name, uid: string(pod.UID), probe: "127.0.0.1:" + strconv.Itoa(ports[0]),
+	w := &workerProc{pod: s.name, uid: string(pod.UID), container: newContainerID(), probe: "127.0.0.1:" + strconv.Itoa(ports[0]),
 		history: filepath.Join(r.dir, fmt.Sprintf("history-%s-%d.jsonl", s.name, n))}
 	w.p, err = startProc(r.dir, fmt.Sprintf("worker-%s-%d", s.name, n), r.h.bins.worker, []string{
 		"KUBECONFIG=" + s.kcfg, "POD_NAME=" + s.name, "POD_UID=" + w.uid,
@@ -307,22 +324,25 @@ func (r *run) record(l *lockv1.DistributedLock) {
 
 // outcomes reads the ledger's decisions.
 func (r *run) outcomes(ctx context.Context) ([]chaos.Outcome, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	var out []chaos.Outcome
+	err := getJSON(ctx, r.ledgerURL+"/outcomes", 5*time.Second, &out)
+	return out, err
+}
+
+// getJSON decodes the JSON answer of GET url into v, within limit.
+func getJSON(ctx context.Context, url string, limit time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.ledgerURL+"/outcomes", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	var out []chaos.Outcome
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // waitProgress waits until the ledger accepts an append it had not decided before the call,

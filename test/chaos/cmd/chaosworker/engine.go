@@ -42,6 +42,7 @@ func (w *worker) runEngine(ctx context.Context, probe, lock string, ttl time.Dur
 	defer cli.Close()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(http.StatusOK) })
+	w.stall.register(mux)
 	srv := &http.Server{Addr: probe, Handler: mux, ReadHeaderTimeout: time.Second}
 	served := make(chan struct{})
 	go func() {
@@ -94,7 +95,7 @@ func (w *worker) holdWith(ctx context.Context, s *lease.Session, lock string) {
 			}
 			cancel()
 		}()
-		w.lead(lctx, l.Token(), l)
+		w.lead(lctx, l.Token(), l, nil) // one process per holder identity: nobody else presents its tokens
 		cancel()
 		logf("term %d ended: %v", l.Token(), l.Err())
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

@@ -3,13 +3,19 @@
 // each write), recording every term and every write with CLOCK_MONOTONIC times in a history
 // file the harness checks. Between the Valid() check and the write it waits --write-gap, the
 // window in which a pause (SIGSTOP, GC) turns a valid write into a stale one that only the
-// fence can refuse.
+// fence can refuse; the harness can also stall one write there on purpose (stall.go).
+//
+// Its writer ID is the process's, "<POD_UID>/<incarnation>" (pkg/fence/writer), so that a
+// restarted process is another writer; a fence raise or write refused for its own token
+// (another writer presented it first: the pod's previous process) ends the term for this
+// process (Elector.Abandon), as in the fenced-worker example.
 //
 // Environment: POD_UID, POD_NAME, LOCK_NAMESPACE, LOCK_NAME, LEDGER_URL, KUBECONFIG.
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
+	"github.com/lockwarden/lockwarden/pkg/fence/writer"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 	"github.com/lockwarden/lockwarden/test/chaos"
 )
@@ -56,10 +63,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer f.Close()
+	uid := os.Getenv("POD_UID")
 	w := &worker{
-		out: f, every: *every, gap: *gap, uid: os.Getenv("POD_UID"), url: ledgerURL,
-		http: &http.Client{Timeout: time.Second},
+		out: f, every: *every, gap: *gap, uid: uid, writer: writer.Of(uid), url: ledgerURL,
+		http: &http.Client{Timeout: time.Second}, stall: &stallHook{},
 	}
+	w.record(chaos.Event{Kind: chaos.EvWriter, Writer: w.writer, Mono: chaos.Mono()})
 	if *engine {
 		return w.runEngine(ctx, *probe, lock, *ttl)
 	}
@@ -70,12 +79,16 @@ func run(ctx context.Context) error {
 	var e *leadership.Elector // set before Run calls back
 	e, err = leadership.New(leadership.Config{
 		Config: cfg, Namespace: os.Getenv("LOCK_NAMESPACE"), Lock: lock,
-		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) { w.lead(ctx, token, e) }},
+		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) { w.lead(ctx, token, e, e.Abandon) }},
 	})
 	if err != nil {
 		return err
 	}
+	if e.Writer() != w.writer {
+		return fmt.Errorf("the elector presents writer %s, the history records %s", e.Writer(), w.writer)
+	}
 	mux := http.NewServeMux()
+	w.stall.register(mux)
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := e.ReadyzCheck(r); err != nil {
 			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
@@ -104,12 +117,14 @@ type validity interface {
 
 // worker writes to the ledger while it leads and records what it did.
 type worker struct {
-	out   *os.File
-	every time.Duration
-	gap   time.Duration
-	uid   string
-	url   string
-	http  *http.Client
+	out    *os.File
+	every  time.Duration
+	gap    time.Duration
+	uid    string
+	writer string // writer.Of(uid): this process's writer ID
+	url    string
+	http   *http.Client
+	stall  *stallHook
 
 	mu  sync.Mutex
 	ids int
@@ -124,9 +139,11 @@ func (w *worker) record(e chaos.Event) {
 }
 
 // lead raises the fence, then appends with the token until the term ends or the ledger
-// refuses the token.
-func (w *worker) lead(ctx context.Context, token int64, v validity) {
-	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono()})
+// refuses the token. A refusal for this very token (the ledger's highest, presented first by
+// another writer: the pod's previous process) ends the term for this process: abandon (nil
+// for a holder that has no other process under its identity).
+func (w *worker) lead(ctx context.Context, token int64, v validity, abandon func(int64)) {
+	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono(), Writer: leadership.WriterOf(ctx)})
 	defer func() { w.record(chaos.Event{Kind: chaos.EvEnd, Token: token, Mono: chaos.Mono()}) }()
 	op := "fence"
 	t := time.NewTicker(w.every)
@@ -141,15 +158,24 @@ func (w *worker) lead(ctx context.Context, token int64, v validity) {
 			return
 		}
 		time.Sleep(w.gap) // deliberately not cancellable: a pause between check and write
+		stalled := w.stall.wait(token)
 		w.mu.Lock()
 		w.ids++
 		id := w.ids
 		w.mu.Unlock()
-		w.record(chaos.Event{Kind: chaos.EvCall, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Until: until})
+		w.record(chaos.Event{Kind: chaos.EvCall, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Until: until, Stalled: stalled})
 		res, highest := w.write(ctx, op, token)
 		w.record(chaos.Event{Kind: chaos.EvReturn, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Result: res, Highest: highest})
+		if stalled {
+			w.stall.done(res)
+		}
 		switch res {
 		case chaos.ResultStale:
+			if highest == token && abandon != nil {
+				abandon(token)
+				w.record(chaos.Event{Kind: chaos.EvAbandon, Token: token, Mono: chaos.Mono()})
+				logf("abandoned token %d: the ledger admitted it from another writer first", token)
+			}
 			return
 		case chaos.ResultOK:
 			op = "append"
@@ -165,7 +191,7 @@ func (w *worker) lead(ctx context.Context, token int64, v validity) {
 // write sends one fence or append and classifies the reply. It is not cancelled with the
 // term: a write in flight is the case the fence exists for.
 func (w *worker) write(ctx context.Context, op string, token int64) (string, int64) {
-	body, _ := json.Marshal(ledger.Write{Writer: w.uid, Token: token, Entry: fmt.Sprintf("%s@%d", op, token)})
+	body, _ := json.Marshal(ledger.Write{Writer: cmp.Or(leadership.WriterOf(ctx), w.writer), Token: token, Entry: fmt.Sprintf("%s@%d", op, token)})
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, w.url+"/"+op, bytes.NewReader(body))
 	if err != nil {
 		return chaos.ResultError, 0

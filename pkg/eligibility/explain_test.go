@@ -1,7 +1,6 @@
-package controllers
+package eligibility
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -9,11 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/podtest"
 )
 
 func explainSpec(opts ...func(*lockv1.DistributedLockSpec)) *lockv1.DistributedLockSpec {
 	s := &lockv1.DistributedLockSpec{
-		Candidates:           lockv1.Candidates{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}},
+		Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "a"})},
 		LeaseDurationSeconds: 10, Strategy: lockv1.StrategyOldestReady,
 	}
 	for _, o := range opts {
@@ -22,18 +22,22 @@ func explainSpec(opts ...func(*lockv1.DistributedLockSpec)) *lockv1.DistributedL
 	return s
 }
 
-func podConditions(cs ...corev1.PodCondition) podOpt {
-	return func(p *corev1.Pod) { p.Status.Conditions = cs }
-}
+// The pod builders of internal/podtest, under the names the controller's tests use.
+var (
+	testPod       = podtest.Pod
+	phase         = podtest.Phase
+	notReady      = podtest.NotReady
+	podConditions = podtest.Conditions
+	containers    = podtest.Containers
+	terminated    = podtest.Terminated
+	waiting       = podtest.Waiting
+	deleting      = podtest.Deleting
+	created       = podtest.Created
+	labelled      = podtest.Labelled
+	unscheduled   = podtest.Unscheduled
+)
 
-func unscheduled() podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.Phase = corev1.PodPending
-		p.Status.ContainerStatuses = nil
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-			Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}
-	}
-}
+type podOpt = podtest.Opt
 
 // TestExplainEligibility: each eligibility case gets its code and reason, and Eligible agrees
 // with the rule the controller grants by (eligible) for every pod.
@@ -92,17 +96,17 @@ func TestExplainEligibility(t *testing.T) {
 				t.Errorf("detail = %q, want it to contain %q", c.Detail, tc.detailPart)
 			}
 			selected := tc.code != PodNotSelected
-			if want := selected && eligible(tc.pod); c.Eligible != want {
+			if want := selected && Eligible(tc.pod); c.Eligible != want {
 				t.Errorf("Eligible = %v, but the controller's rule says %v", c.Eligible, want)
 			}
-			if want := selected && eligible(tc.pod); (ex.Next == "a-0") != want {
+			if want := selected && Eligible(tc.pod); (ex.Next == "a-0") != want {
 				t.Errorf("Next = %q, want a-0 chosen: %v", ex.Next, want)
 			}
 		})
 	}
 }
 
-// TestExplainNext: Next is choose's answer under each strategy and status, in the order Explain
+// TestExplainNext: Next is Choose's answer under each strategy and status, in the order Explain
 // lists the candidates, with a summary that says why.
 func TestExplainNext(t *testing.T) {
 	held := &lockv1.DistributedLockStatus{Phase: lockv1.PhaseHeld, Holder: "a-0", HolderUID: "uid-a-0", FencingToken: 7}
@@ -188,39 +192,13 @@ func TestExplainNext(t *testing.T) {
 					}
 				}
 				want := ""
-				if p := choose(tc.spec, matched, string(tc.st.HolderUID)); p != nil {
+				if p := Choose(tc.spec, matched, string(tc.st.HolderUID)); p != nil {
 					want = p.Name
 				}
 				if ex.Next != want {
-					t.Errorf("Next = %q, but choose grants %q", ex.Next, want)
+					t.Errorf("Next = %q, but Choose grants %q", ex.Next, want)
 				}
 			}
 		})
 	}
 }
-
-// TestNoHolderMessage: the Held=False NoHolder message names the best candidate's reason.
-func TestNoHolderMessage(t *testing.T) {
-	none := &lockv1.DistributedLockStatus{Phase: lockv1.PhasePending}
-	for _, tc := range []struct {
-		name   string
-		selErr error
-		pods   []corev1.Pod
-		want   string
-	}{
-		{"pending", nil, []corev1.Pod{*testPod("a-0", unscheduled())}, "no eligible candidate: pod a-0 is Pending (Unschedulable)"},
-		{"not ready", nil, []corev1.Pod{*testPod("a-0", notReady())}, "no eligible candidate: pod a-0 is not Ready (Ready=False)"},
-		{"terminating", nil, []corev1.Pod{*testPod("a-0", deleting())}, "no eligible candidate: pod a-0 is terminating"},
-		{"no pods", nil, nil, "no eligible candidate: 0 pods match spec.candidates.selector"},
-		{"eligible, not granted yet", nil, []corev1.Pod{*testPod("a-0")}, "no holder yet: pod a-0 is eligible and is granted next"},
-		{"selector unusable", errSelectorForTest, nil, "no eligible candidate: spec.candidates.selector cannot be used (see the Valid condition)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := noHolderMessage(explainSpec(), none, tc.selErr, tc.pods); got != tc.want {
-				t.Errorf("noHolderMessage = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-var errSelectorForTest = errors.New("bad selector")

@@ -1,4 +1,4 @@
-package controllers
+package eligibility
 
 import (
 	"fmt"
@@ -6,37 +6,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-)
-
-// Ineligibility says which part of the eligibility rule (Running, Ready=True, not being
-// deleted, selected) a pod fails. The empty value means eligible.
-type Ineligibility string
-
-// Why a pod is not eligible. notEligible decides with PodTerminating, PodNotRunning and
-// PodNotReady; Explain refines PodNotRunning and PodNotReady from the pod's status for the
-// reader, which changes no decision.
-const (
-	// PodTerminating: the pod has a deletion timestamp.
-	PodTerminating Ineligibility = "Terminating"
-	// PodNotRunning: the pod's phase is not Running (and not one of the refinements below).
-	PodNotRunning Ineligibility = "NotRunning"
-	// PodNotScheduled: the pod is Pending and not bound to a node.
-	PodNotScheduled Ineligibility = "NotScheduled"
-	// PodPending: the pod is Pending on a node (images, init containers, container creation).
-	PodPending Ineligibility = "Pending"
-	// PodFinished: the pod's phase is Succeeded or Failed.
-	PodFinished Ineligibility = "Finished"
-	// PodNotReady: the pod is Running and its Ready condition is not True.
-	PodNotReady Ineligibility = "NotReady"
-	// PodRestarting: the pod is Running, not Ready, and a container exited and awaits a restart.
-	PodRestarting Ineligibility = "Restarting"
-	// PodNotSelected: spec.candidates.selector does not match the pod (or cannot be used).
-	PodNotSelected Ineligibility = "NotSelected"
 )
 
 // Candidate is one pod as the controller judges it.
@@ -74,7 +47,7 @@ type Explanation struct {
 	Summary string
 }
 
-// Explain judges every pod by the rules the controller grants by (choose, notEligible) and
+// Explain judges every pod by the rules the controller grants by (Choose, Eligible) and
 // says who is granted next under spec.strategy. pods are the pods to explain, normally those
 // of the lock's namespace the selector matches; pods it does not match are listed as
 // PodNotSelected, as the controller never considers them. Explain reads no clock.
@@ -110,7 +83,7 @@ func Explain(spec *lockv1.DistributedLockSpec, st *lockv1.DistributedLockStatus,
 		ex.Summary = "nothing is granted: spec.suspend is true"
 		return ex
 	}
-	next := choose(spec, matched, string(st.HolderUID))
+	next := Choose(spec, matched, string(st.HolderUID))
 	if next != nil {
 		ex.Next, ex.NextUID = next.Name, next.UID
 	}
@@ -123,7 +96,7 @@ func selectorOf(spec *lockv1.DistributedLockSpec) (labels.Selector, error) {
 	if spec.Candidates.Selector == nil {
 		return nil, fmt.Errorf("spec.candidates.selector is not set")
 	}
-	sel, err := metav1.LabelSelectorAsSelector(spec.Candidates.Selector)
+	sel, err := spec.Candidates.Selector.AsSelector()
 	if err != nil {
 		return nil, fmt.Errorf("spec.candidates.selector: %w", err)
 	}
