@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
 // The payments workers run as a real pod identity: the service account "worker" bound to
@@ -22,12 +24,18 @@ import (
 // on a cluster: only the holder pod's own token may release its term.
 const workerSA = "worker"
 
-// installIdentity installs config/rbac/lock_reader_role.yaml and config/policy, and the
-// worker service account bound to the role in ns.
+// installIdentity installs config/rbac/lock_reader_role.yaml and config/policy, waits until
+// a lock is admitted, and installs the worker service account bound to the role in ns.
 func (p *playground) installIdentity(ctx context.Context) error {
 	if err := p.env.Apply(ctx, p.k8s, "config/rbac/lock_reader_role.yaml", "config/policy"); err != nil {
 		return err
 	}
+	// Right after config/policy the API server refuses a lock for a moment with
+	// ServiceUnavailable "Resource kind ... not found" (its policy dispatcher is not ready).
+	if err := testenv.WaitLockAdmission(ctx, p.k8s, 30*time.Second); err != nil {
+		return err
+	}
+	p.k8s = testenv.RideOutConverterDelay(p.k8s, 30*time.Second)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: workerSA, Namespace: ns}}
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker-lock-reader", Namespace: ns},

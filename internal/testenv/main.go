@@ -20,7 +20,9 @@ type SuiteOptions struct {
 	// Kubeconfig writes an administrator's kubeconfig of the control plane: Suite.Kubeconfig.
 	Kubeconfig bool
 	// Policy installs config/rbac/lock_reader_role.yaml and config/policy (the shipped
-	// admission policy of holder-confirmed release) before the tests run.
+	// admission policy of holder-confirmed release) before the tests run, waits until a lock
+	// is admitted, and makes Suite.Client send a create again that the API server refused
+	// only because its policy dispatcher was not ready (RideOutConverterDelay).
 	Policy bool
 	// CheckLeaks fails a passing run that leaves goroutines, except those IgnoreLeaks names.
 	// The check comes after everything the suite started is stopped, so that connections to
@@ -123,6 +125,7 @@ func startSuite(opts SuiteOptions) (s *Suite, stop func(), err error) {
 		if err := WaitLockAdmission(context.Background(), s.Client, 30*time.Second); err != nil {
 			return nil, stop, err
 		}
+		s.Client = RideOutConverterDelay(s.Client, 30*time.Second)
 	}
 	return s, stop, nil
 }
