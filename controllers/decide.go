@@ -230,9 +230,11 @@ func decideHeld(in *input) decision {
 		// The key vanished and the API server could not be asked about the holder: decide
 		// once it answers.
 		return decision{verb: actWait, requeue: e.recheck}
-	case !in.g.present() && e.reason == "":
+	case !in.g.present() && e.reason == "" && !mayHaveRestarted(in):
 		// The key vanished (controller down past the grant lease, operator action) but the
-		// holder is still eligible: a new term for it, with a new token.
+		// holder is still eligible: a new term for it, with a new token. Not when its
+		// container may have restarted: without the key's record no restart can be judged,
+		// and one without proof needs Releasing and the full delay (the case below).
 		return decision{verb: actRegrant, reason: lockv1.ReasonRegranted, next: e.pod}
 	case !in.g.present():
 		return decision{verb: actRelease, reason: lockv1.ReasonKeyVanished}
@@ -281,11 +283,12 @@ func decideReleasing(in *input) decision {
 	}
 	wait := releaseWait(in.spec, st)
 	var requeue time.Duration
-	if !g.present() && e.reason == "" && e.pod != nil && !byOperator && !corrupt && releasingReason(st) != lockv1.ReasonHolderRestarted {
+	if !g.present() && e.reason == "" && e.pod != nil && !byOperator && !corrupt && releasingReason(st) != lockv1.ReasonHolderRestarted && !mayHaveRestarted(in) {
 		// The key vanished while Releasing (the fast path's grant failed after its delete;
 		// the controller was down past the grant lease) and the holder is eligible: as for a
 		// Held term, a new term for it at once, with a new token. Never for a term whose end
-		// forbids a return (an operator's request, a corrupt status, a restart without proof).
+		// forbids a return (an operator's request, a corrupt status, a restart without proof),
+		// nor for a holder whose container may have restarted (nothing left to judge it by).
 		return decision{verb: actRegrant, reason: lockv1.ReasonRegranted, next: e.pod}
 	}
 	// A restarted holder (e.reason HolderRestarted) never goes back to Held: a restart never

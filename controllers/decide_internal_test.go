@@ -257,6 +257,20 @@ func TestDecide(t *testing.T) {
 		{"operator request, no holder: grant as usual", newScene().noHolderPublished().request(tok), want{verb: actGrant, reason: lockv1.ReasonGranted, next: "a-0"}},
 		// A restart of the holder's container (restart.go): never the same token again.
 		{"restarted, one container, nothing else ends the term: a new term for the same pod at once", newScene().restarted(), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		// A holder release after a restart (review 20c): the release names no process, so it
+		// proves nothing once a restart came between the grant and it; the restart rule decides.
+		{"restarted with proof, then a holder release of the old token: the fast path, never another pod", newScene().restarted().holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted with proof, not Ready yet, then a holder release of the old token: the fast path", newScene().restarted(notReady()).holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"a crash's Releasing, restarted with proof, a holder release: the fast path", newScene().releasing(time.Second).restarted().holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
+		{"restarted without proof (a sidecar runs), key vanished, a holder release: Releasing", newScene().restarted(sidecar(running("proxy"))).holderRelease("uid-a-0", tok).noKey(), want{verb: actRelease, reason: lockv1.ReasonKeyVanished}},
+		{"operator's Releasing, restarted with proof, a holder release: the full delay", newScene().releasing(time.Second).restarted().request(tok).do(func(in *input) {
+			in.status.History[0].Reason, in.g.rec.Reason = lockv1.ReasonOperatorRelease, lockv1.ReasonOperatorRelease
+		}).holderRelease("uid-a-0", tok), want{verb: actWait, requeue: wait - time.Second}},
+		{"key vanished, the holder restarted in its life: Releasing (no record to judge the restart by)", newScene().noKey().restarted(), want{verb: actRelease, reason: lockv1.ReasonKeyVanished}},
+		{"key vanished, the holder restarted in its life, its release: Releasing", newScene().noKey().restarted().holderRelease("uid-a-0", tok), want{verb: actRelease, reason: lockv1.ReasonKeyVanished}},
+		{"Releasing, key vanished, the holder restarted in its life, eligible: the full delay", newScene().releasing(time.Second).noKey().restarted(), want{verb: actWait, requeue: wait - time.Second}},
+		{"a record without containers (an older controller's), the holder restarted in its life, its release: not taken", newScene().restarted().do(func(in *input) { in.g.rec.Containers = nil }).holderRelease("uid-a-0", tok), want{verb: actWait}},
+		{"holder release, the holder pod could not be read: wait for it", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.holder.pod = nil }), want{verb: actWait, requeue: time.Second}},
 		{"restarted, seen by containerID only: the same", newScene().holder(containers(restartedAs("app", "containerd://app-1", 0)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
 		{"restarted, seen by restartCount only: the same", newScene().holder(containers(restartedAs("app", "", 1)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
 		{"restarted, a native sidecar: Releasing, no proof", newScene().restarted(sidecar(running("side"))), want{verb: actRelease, reason: lockv1.ReasonHolderRestarted}},

@@ -30,7 +30,8 @@ type ending struct {
 }
 
 // termEnd evaluates the published holder against the term-ending rules, in order: proof
-// that it stopped first (the fast path: its own release, then attested termination), then
+// that it stopped first (the fast path: its own release when no restart can have come
+// between the grant and it, then attested termination), then
 // every end that must go through Releasing, an operator's request among them, and last a
 // restart of its container when nothing else ends the term.
 func termEnd(in *input) ending {
@@ -38,7 +39,7 @@ func termEnd(in *input) ending {
 	e := ending{pod: h.pod}
 	spec := in.spec
 	switch {
-	case holderReleased(in) && !unprovenRestart(in):
+	case holderReleased(in) && !mayHaveRestarted(in):
 		e.reason, e.attested = lockv1.ReasonHolderReleased, true
 	case h.remembered || (h.pod != nil && attestedTerminated(h.pod, h.node)):
 		e.reason, e.attested = lockv1.ReasonHolderTerminated, true
@@ -84,20 +85,6 @@ func preemption(in *input) (string, time.Duration) {
 		return lockv1.ReasonPreempted, 0
 	}
 	return "", delay - in.clocks.preferred
-}
-
-// unprovenRestart reports whether the holder's container restarted since the grant without
-// proof that the old process is gone. The holder's own release then speaks only for the
-// process that sent it (the restarted one, which read Held and led the token as a new
-// writer): the old process may still run, so the release does not end the term at once, and
-// the restart rule's Releasing and full lock delay apply (final review of issue 20,
-// TestReview20FinalReleaseAfterUnprovenRestart).
-func unprovenRestart(in *input) bool {
-	h := in.holder
-	if h.pod == nil || !in.g.present() || !restartedSince(h.pod, in.g.rec.Containers) {
-		return false
-	}
-	return !restartProof(h.pod) || !exitSeen(h.pod, in.g.rec.Containers)
 }
 
 // preferredReturns is what an operator's release of holder adds to its Event: with strategy

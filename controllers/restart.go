@@ -80,6 +80,45 @@ func restartedSince(p *corev1.Pod, marks []containerMark) bool {
 	return false
 }
 
+// mayHaveRestarted reports whether the holder's container may have restarted since the
+// grant of the published term. The holder's own release then does not end the term at once,
+// with or without proof of the restart: the release names the pod and the token, never the
+// process that sent it. It may be the dead process's, sent on its clean stop and delayed (a
+// proxy, a slow admission) past the restart, while the new process read Held without it and
+// leads the token; proof says the old process is gone, not that the new one stopped (review
+// 20c, TestReview20cReleaseAfterProvenRestart). The restart rule decides instead: the fast
+// path for the same pod, or Releasing and the full lock delay.
+//
+// The grant's record of this term (its containerMarks) says whether a container restarted.
+// Without one (the key vanished, a later grant replaced it, or a controller before the
+// restart rule wrote it), any restart in the pod's life counts: a restartCount above 0 or a
+// previous termination (review 20c, TestReview20cKeyVanishedAfterRestart). A holder pod the
+// API server could not be asked about may have restarted too; one that is gone is judged by
+// its deletion (HolderGone, attestedTerminated).
+func mayHaveRestarted(in *input) bool {
+	p, g := in.holder.pod, in.g
+	switch {
+	case p == nil:
+		return !in.holder.gone
+	case g.present() && g.token == in.status.FencingToken && len(g.rec.Containers) > 0:
+		return restartedSince(p, g.rec.Containers)
+	}
+	return everRestarted(p)
+}
+
+// everRestarted reports whether any regular or native sidecar container of p has restarted
+// in the pod's life: a restartCount above 0 or a previous termination.
+func everRestarted(p *corev1.Pod) bool {
+	for _, list := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, sidecarStatuses(p)} {
+		for i := range list {
+			if list[i].RestartCount > 0 || list[i].LastTerminationState.Terminated != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // restartProof reports whether a restart of this pod's container proves that the process
 // that held the term is gone, as far as the pod's shape goes: exactly one regular container,
 // so the term's process lived in it; no native sidecar and no ephemeral container still
