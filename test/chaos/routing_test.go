@@ -3,6 +3,7 @@ package chaos
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckRouting(t *testing.T) {
@@ -51,5 +52,34 @@ func TestCheckRouting(t *testing.T) {
 				t.Errorf("CheckRouting = %v, want a violation containing %q", vs, tt.want)
 			}
 		})
+	}
+}
+
+// A run's worker mode and routing come from its faults, and its extra faults never need
+// another worker mode nor act on a worker process that is not the Elector's.
+func TestScheduleWorkerModes(t *testing.T) {
+	tm := Timing{Lease: 3 * time.Second, LockDelay: 3 * time.Second, ElectionTTL: 5 * time.Second}
+	modes := map[string]bool{}
+	for run := range 20 * len(Kinds) {
+		s := NewSchedule(7, run, Kinds, 3, tm)
+		mode := s.Worker()
+		modes[mode] = true
+		if want := WorkerOf(s.Faults[0].Kind); want != "" && mode != want {
+			t.Fatalf("run %d (%s): Worker() = %q, want %q", run, s, mode, want)
+		}
+		for _, f := range s.Faults[1:] {
+			if m := WorkerOf(f.Kind); m != "" && m != mode {
+				t.Fatalf("run %d (%s): extra %s needs worker %s in a %s run", run, s, f.Kind, m, mode)
+			}
+			if mode != WorkerElector && WorkerOf(f.Kind) == "" && !anyWorker[f.Kind] {
+				t.Fatalf("run %d (%s): extra %s acts on the worker process of a %s run", run, s, f.Kind, mode)
+			}
+		}
+		if s.Routing() != (s.Counts()[RoutingMove] > 0) {
+			t.Fatalf("run %d (%s): Routing() = %v", run, s, s.Routing())
+		}
+	}
+	if len(modes) != 3 {
+		t.Fatalf("worker modes drawn: %v, want all three", modes)
 	}
 }

@@ -54,7 +54,74 @@ const (
 	EngineLoseAcquireReply = "engine-lose-acquire-reply"        // the waiters' etcd replies dropped while the holder releases
 	EngineStalledWatch     = "engine-stalled-watch"             // SIGSTOP an etcd follower (stalls the watches on it), then the holder releases
 	EngineHandoffExpiry    = "engine-handoff-waiter-expiry"     // the holder releases as the next waiter's session ends (lease just revoked, or the waiter cut off)
+
+	// Issue 25 item 8: routing while terms move, and the two other ways a pod leads.
+	RoutingMove          = "routing-move"           // the lock routes a Service to its holder (spec.routing); the term moves: deletion, NotReady or a long pause (CheckRouting)
+	ResourceLockAPIPause = "resourcelock-api-pause" // the workers are controller-runtime managers elected through leadership.ResourceLock; the leader's API server traffic is held past the lease
+	AgentExecAPIPause    = "agent-exec-api-pause"   // the workers are lockwarden-agent exec with a ledger-writing child; the leader agent's API server traffic is held past the lease
 )
+
+// Worker modes: what plays a run's pods (Schedule.Worker, set by its first fault).
+const (
+	// WorkerElector: chaosworker on a leadership.Elector (every kind but the two below).
+	WorkerElector = "elector"
+	// WorkerResourceLock: chaosworker --mode resourcelock, a controller-runtime manager run
+	// by leadership.RunManager on a crmanager.Options ResourceLock; a leader-election runnable
+	// writes the ledger with the lock's Token() and Writer().
+	WorkerResourceLock = "resourcelock"
+	// WorkerAgent: lockwarden-agent exec running chaosworker --child, which writes the ledger
+	// with LOCKWARDEN_TOKEN and LOCKWARDEN_WRITER.
+	WorkerAgent = "agent"
+)
+
+// WorkerOf is the worker mode kind needs, "" for a kind that needs the Elector's (the stall
+// hook, SIGSTOP of the process that checks Valid()) or runs on any.
+func WorkerOf(kind string) string {
+	switch kind {
+	case ResourceLockAPIPause:
+		return WorkerResourceLock
+	case AgentExecAPIPause:
+		return WorkerAgent
+	}
+	return ""
+}
+
+// Worker is the worker mode of the schedule's run: its first fault's, WorkerElector when
+// that needs none (NewSchedule draws no extra fault that needs another).
+func (s Schedule) Worker() string {
+	if len(s.Faults) > 0 {
+		if m := WorkerOf(s.Faults[0].Kind); m != "" {
+			return m
+		}
+	}
+	return WorkerElector
+}
+
+// Routing reports whether the run's lock routes a Service to its holder (spec.routing): when
+// any of its faults is RoutingMove, so that CheckRouting has slices to check.
+func (s Schedule) Routing() bool { return s.Counts()[RoutingMove] > 0 }
+
+// anyWorker lists the kinds that act on the controller, etcd or the API server path, never on
+// the worker process itself: the extra faults of a run whose worker is not the Elector.
+var anyWorker = map[string]bool{
+	APIHold: true, APIRefuse: true, EtcdBlackhole: true, EtcdDelay: true, PeerBlackhole: true, PeerDelay: true,
+	EtcdLeaderKill: true, ControllerKill: true, ControllerZombie: true, LeaseLower: true,
+}
+
+// extraFits reports whether k may follow first as an extra fault: the same workload (engine
+// or pods), the same pod shape, the same worker mode.
+func extraFits(k, first string) bool {
+	if k == EtcdRestore || k == StalledWatch || k == EngineStalledWatch || IsEngine(k) != IsEngine(first) {
+		return false
+	}
+	if shape := ShapeOf(k); shape != "" && shape != ShapeOf(first) {
+		return false
+	}
+	if m := WorkerOf(first); m != "" {
+		return WorkerOf(k) == m || anyWorker[k]
+	}
+	return WorkerOf(k) == ""
+}
 
 // EngineKinds lists the kinds that run the pkg/lease workload; a schedule that starts with
 // one draws its extra faults from these only.
@@ -83,6 +150,7 @@ var Kinds = []string{
 	CrashRestart, SidecarDelete, NodePodGC, LateStatusWrite, LoseAcquireReply, StalledWatch,
 	EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch, EngineHandoffExpiry,
 	CrashRestartSidecar, WorkerStall, EngineStall,
+	RoutingMove, ResourceLockAPIPause, AgentExecAPIPause,
 }
 
 // Pod shapes: how a run's pods are built (the stand-in kubelet's podShape).
@@ -173,8 +241,9 @@ func (s Schedule) String() string {
 // so that n consecutive runs cover every kind, followed by up to extra random faults of the
 // kinds in kinds (never the restore or the stalled watch, which are slow; engine kinds after
 // an engine kind only, and only after one; a kind that needs a pod shape only after a first
-// fault of that shape, which sets the run's: Schedule.Shape). The same arguments give the
-// same schedule.
+// fault of that shape, which sets the run's: Schedule.Shape; likewise a worker mode:
+// Schedule.Worker, whose runs draw only their own kind and kinds that leave the worker
+// process alone). The same arguments give the same schedule.
 func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Schedule {
 	rng := rand.New(rand.NewPCG(seed, uint64(run)*0x9e3779b97f4a7c15+1))
 	s := Schedule{Seed: seed, Run: run}
@@ -183,8 +252,7 @@ func NewSchedule(seed uint64, run int, kinds []string, extra int, t Timing) Sche
 	s.Faults = append(s.Faults, newFault(rng, first, t))
 	var cheap []string
 	for _, k := range kinds {
-		shape := ShapeOf(k)
-		if k != EtcdRestore && k != StalledWatch && k != EngineStalledWatch && IsEngine(k) == IsEngine(first) && (shape == "" || shape == ShapeOf(first)) {
+		if extraFits(k, first) {
 			cheap = append(cheap, k)
 		}
 	}
@@ -215,6 +283,17 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 		f.Hold = between(rng, t.Lease+t.LockDelay+time.Second, t.Lease+t.LockDelay+3*time.Second)
 	case APIHold, APIRefuse:
 		f.Hold = between(rng, t.Lease/2, t.Lease+t.LockDelay+2*time.Second)
+	case ResourceLockAPIPause, AgentExecAPIPause:
+		f.Hold = between(rng, t.Lease+time.Second, t.Lease+t.LockDelay+2*time.Second) // past the lease
+	case RoutingMove:
+		// Member 0: delete the holder's pod gracefully (attested: the next grant at once);
+		// 1: its readiness fails for Hold (Releasing, the lock delay); 2: SIGSTOP its worker
+		// for Hold (it turns NotReady, then the same).
+		f.Member = rng.IntN(3)
+		f.Hold = between(rng, t.Lease+t.LockDelay+time.Second, t.Lease+t.LockDelay+3*time.Second)
+		if f.Member == 0 {
+			f.Hold = between(rng, 500*time.Millisecond, 2*time.Second)
+		}
 	case EtcdBlackhole:
 		f.Hold = between(rng, t.ElectionTTL/2, t.ElectionTTL+2*time.Second)
 	case EtcdDelay, PeerDelay:
