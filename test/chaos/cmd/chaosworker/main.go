@@ -52,6 +52,8 @@ func run(ctx context.Context) error {
 	every := flag.Duration("write-interval", 100*time.Millisecond, "time between ledger writes while leading")
 	gap := flag.Duration("write-gap", 30*time.Millisecond, "wait between the Valid() check and the write")
 	engine := flag.Bool("engine", false, "hold the lock with pkg/lease directly (ETCD_ENDPOINTS, ETCD_PREFIX) instead of pkg/leadership")
+	mode := flag.String("mode", chaos.WorkerElector, "elector: lead with a leadership.Elector; resourcelock: a controller-runtime manager elected through leadership.ResourceLock")
+	child := flag.Bool("child", false, "run as lockwarden-agent exec's child: write with LOCKWARDEN_TOKEN and LOCKWARDEN_WRITER until SIGTERM")
 	ttl := flag.Duration("ttl", 3*time.Second, "with --engine: the session TTL")
 	flag.Parse()
 	lock, ledgerURL := os.Getenv("LOCK_NAME"), os.Getenv("LEDGER_URL")
@@ -63,6 +65,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer f.Close()
+	if *child {
+		return runChild(f, *every, *gap, ledgerURL)
+	}
 	uid := os.Getenv("POD_UID")
 	w := &worker{
 		out: f, every: *every, gap: *gap, uid: uid, writer: writer.Of(uid), url: ledgerURL,
@@ -76,10 +81,15 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	if *mode == chaos.WorkerResourceLock {
+		return w.runManager(ctx, cfg, *probe, lock)
+	}
 	var e *leadership.Elector // set before Run calls back
 	e, err = leadership.New(leadership.Config{
 		Config: cfg, Namespace: os.Getenv("LOCK_NAMESPACE"), Lock: lock,
-		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) { w.lead(ctx, token, e, e.Abandon) }},
+		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) {
+			w.lead(ctx, token, cmp.Or(leadership.WriterOf(ctx), w.writer), e, e.Abandon)
+		}},
 	})
 	if err != nil {
 		return err
@@ -87,26 +97,31 @@ func run(ctx context.Context) error {
 	if e.Writer() != w.writer {
 		return fmt.Errorf("the elector presents writer %s, the history records %s", e.Writer(), w.writer)
 	}
+	defer w.serve(*probe, e.ReadyzCheck)()
+	return e.Run(ctx)
+}
+
+// serve serves /readyz from check, and the stall hook, on addr; the returned func stops it.
+func (w *worker) serve(addr string, check func(*http.Request) error) func() {
 	mux := http.NewServeMux()
 	w.stall.register(mux)
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
-		if err := e.ReadyzCheck(r); err != nil {
+		if err := check(r); err != nil {
 			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		rw.WriteHeader(http.StatusOK)
 	})
-	srv := &http.Server{Addr: *probe, Handler: mux, ReadHeaderTimeout: time.Second}
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: time.Second}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		_ = srv.ListenAndServe() // ErrServerClosed after Close below
 	}()
-	defer func() {
+	return func() {
 		_ = srv.Close()
 		<-served
-	}()
-	return e.Run(ctx)
+	}
 }
 
 // validity is what tells a leader it may still write: a leadership.Elector or a lease.Lock.
@@ -138,24 +153,28 @@ func (w *worker) record(e chaos.Event) {
 	_, _ = w.out.Write(append(b, '\n'))
 }
 
-// lead raises the fence, then appends with the token until the term ends or the ledger
-// refuses the token. A refusal for this very token (the ledger's highest, presented first by
-// another writer: the pod's previous process) ends the term for this process: abandon (nil
-// for a holder that has no other process under its identity).
-func (w *worker) lead(ctx context.Context, token int64, v validity, abandon func(int64)) {
-	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono(), Writer: leadership.WriterOf(ctx)})
+// lead raises the fence, then appends with the token, presenting writer, until the term
+// ends or the ledger refuses the token. A refusal for this very token (the ledger's highest,
+// presented first by another writer: the pod's previous process) ends the term for this
+// process: abandon (nil for a holder that has no other process under its identity). v nil
+// (lockwarden-agent's child) knows no validity: it writes until its context ends, and its
+// calls carry no deadline.
+func (w *worker) lead(ctx context.Context, token int64, writer string, v validity, abandon func(int64)) {
+	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono(), Writer: writer})
 	defer func() { w.record(chaos.Event{Kind: chaos.EvEnd, Token: token, Mono: chaos.Mono()}) }()
 	op := "fence"
 	t := time.NewTicker(w.every)
 	defer t.Stop()
 	for {
-		if !v.Valid() {
+		if v != nil && !v.Valid() {
 			return
 		}
 		now := chaos.Mono()
-		until := now + int64(time.Until(v.ValidUntil()))
-		if until <= now {
-			return
+		var until int64
+		if v != nil {
+			if until = now + int64(time.Until(v.ValidUntil())); until <= now {
+				return
+			}
 		}
 		time.Sleep(w.gap) // deliberately not cancellable: a pause between check and write
 		stalled := w.stall.wait(token)
@@ -164,7 +183,7 @@ func (w *worker) lead(ctx context.Context, token int64, v validity, abandon func
 		id := w.ids
 		w.mu.Unlock()
 		w.record(chaos.Event{Kind: chaos.EvCall, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Until: until, Stalled: stalled})
-		res, highest := w.write(ctx, op, token)
+		res, highest := w.write(ctx, op, token, writer)
 		w.record(chaos.Event{Kind: chaos.EvReturn, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Result: res, Highest: highest})
 		if stalled {
 			w.stall.done(res)
@@ -190,8 +209,8 @@ func (w *worker) lead(ctx context.Context, token int64, v validity, abandon func
 
 // write sends one fence or append and classifies the reply. It is not cancelled with the
 // term: a write in flight is the case the fence exists for.
-func (w *worker) write(ctx context.Context, op string, token int64) (string, int64) {
-	body, _ := json.Marshal(ledger.Write{Writer: cmp.Or(leadership.WriterOf(ctx), w.writer), Token: token, Entry: fmt.Sprintf("%s@%d", op, token)})
+func (w *worker) write(ctx context.Context, op string, token int64, writer string) (string, int64) {
+	body, _ := json.Marshal(ledger.Write{Writer: writer, Token: token, Entry: fmt.Sprintf("%s@%d", op, token)})
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, w.url+"/"+op, bytes.NewReader(body))
 	if err != nil {
 		return chaos.ResultError, 0
