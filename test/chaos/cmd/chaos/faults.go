@@ -119,7 +119,9 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 		// The old worker keeps running, with the old UID, until the run ends.
 		return func(ctx context.Context) error { return r.replacePod(ctx, s, true) }, nil
 
-	case chaos.APIHold, chaos.APIRefuse:
+	case chaos.APIHold, chaos.APIRefuse, chaos.ResourceLockAPIPause, chaos.AgentExecAPIPause:
+		// The last two: the same hold, in a run whose workers are ResourceLock managers or
+		// lockwarden-agent exec (Schedule.Worker).
 		s := r.holderSlot(ctx)
 		mode := apiproxy.Hold
 		if f.Kind == chaos.APIRefuse {
@@ -232,6 +234,9 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 
 	case chaos.WorkerStall, chaos.EngineStall:
 		return r.stallFault(ctx, f)
+
+	case chaos.RoutingMove:
+		return r.routingMove(ctx, f)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }

@@ -71,6 +71,7 @@ type slot struct {
 	pod      *corev1.Pod // nil while deleted
 	w        *workerProc
 	app      string // a sidecar pod's main container's containerID
+	ip       string // the pod's IP (status.podIP)
 	reported string // "ready", "notready", "crashed", "terminated": what status says
 	fails    int
 	restarts int32
@@ -90,7 +91,7 @@ type slot struct {
 
 // state returns what the kubelet knows of the worker's container; s.mu is held.
 func (s *slot) state(ready bool) workerState {
-	st := workerState{ready: ready, restarts: s.restarts, started: s.started, last: s.last, app: s.app}
+	st := workerState{ready: ready, restarts: s.restarts, started: s.started, last: s.last, app: s.app, ip: s.ip}
 	if s.w != nil {
 		st.id = s.w.container
 	}

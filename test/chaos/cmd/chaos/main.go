@@ -55,7 +55,7 @@ type options struct {
 	worker   string
 }
 
-type binaries struct{ manager, worker, ledger string }
+type binaries struct{ manager, worker, ledger, agent string }
 
 // harness is what every run shares.
 type harness struct {
@@ -213,11 +213,13 @@ func (h *harness) start(ctx context.Context) error {
 		}
 	}
 	bin := filepath.Join(h.dir, "bin")
-	h.bins = binaries{manager: filepath.Join(bin, "lockwarden-chaos"), worker: filepath.Join(bin, "chaosworker"), ledger: filepath.Join(bin, "fenced-worker")}
+	h.bins = binaries{manager: filepath.Join(bin, "lockwarden-chaos"), worker: filepath.Join(bin, "chaosworker"), ledger: filepath.Join(bin, "fenced-worker"),
+		agent: filepath.Join(bin, "lockwarden-agent")}
 	builds := []struct{ out, pkg, tags string }{
 		{h.bins.manager, "./cmd/lockwarden", "chaos"},
 		{h.bins.worker, "./test/chaos/cmd/chaosworker", ""},
 		{h.bins.ledger, "./examples/fenced-worker", ""},
+		{h.bins.agent, "./cmd/lockwarden-agent", ""},
 	}
 	if h.opts.manager != "" {
 		if _, err := os.Stat(h.opts.manager); err != nil {

@@ -78,6 +78,7 @@ type workerState struct {
 	last     *corev1.ContainerStateTerminated // the previous run, after a restart
 	id       string                           // the worker container's containerID (this incarnation)
 	app      string                           // a sidecar pod's main container's containerID
+	ip       string                           // the pod's IP
 }
 
 // newContainerID draws the containerID of a new container incarnation, in containerd's
@@ -141,6 +142,9 @@ func setWorker(st *corev1.PodStatus, shape podShape, worker corev1.ContainerStat
 func runningStatus(old corev1.PodStatus, shape podShape, w workerState, now metav1.Time) corev1.PodStatus {
 	st := old
 	st.Phase = corev1.PodRunning
+	if st.PodIP == "" && w.ip != "" { // the sandbox's IP, from the first running status on
+		st.PodIP, st.PodIPs = w.ip, []corev1.PodIP{{IP: w.ip}}
+	}
 	st.Conditions = keepTransitions(old.Conditions, conditions(w.ready, now, true))
 	worker := corev1.ContainerStatus{Name: workerContainer, Image: image, ContainerID: w.id, Ready: w.ready, Started: ptr.To(true), RestartCount: w.restarts,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: w.started}}}

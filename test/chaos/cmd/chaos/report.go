@@ -115,6 +115,16 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 	restarts := r.restarts(hs)
 	vs = append(vs, chaos.CheckRestarts(obs, restarts, r.h.restartRule())...)
 	vs = append(vs, chaos.CheckStalls(hs, r.faults[chaos.WorkerStall]+r.faults[chaos.EngineStall])...)
+	if r.sched.Routing() {
+		r.mu.Lock()
+		slices := append([]chaos.SliceObs(nil), r.slices...)
+		r.mu.Unlock()
+		vs = append(vs, chaos.CheckRouting(obs, slices)...)
+		res.slices, res.routed = routedCounts(slices)
+		if b, err := json.MarshalIndent(slices, "", "  "); err == nil {
+			_ = os.WriteFile(filepath.Join(r.dir, "slices.json"), b, 0o644)
+		}
+	}
 	res.stalls = chaos.Stalls(hs)
 	res.violations = vs
 	r.mu.Lock()
@@ -193,6 +203,12 @@ func (res *result) line() string {
 		res.sched.Run, res.sched.Seed, res.sched.Hash(), kindList(res.faults), res.accepted, res.rejected, res.ambiguous,
 		res.ledger, res.refused, res.stalls.Refused, res.stalls.Stalled,
 		len(res.overlaps), maxOverlap.Round(time.Millisecond), res.linear, live.Round(time.Millisecond), len(res.violations), res.elapsed.Round(time.Second))
+	if res.sched.Routing() {
+		s += fmt.Sprintf(" routing slices %d (listing a pod %d)", res.slices, res.routed)
+	}
+	if m := res.sched.Worker(); m != chaos.WorkerElector {
+		s += " workers " + m
+	}
 	return s
 }
 

@@ -54,6 +54,8 @@ type run struct {
 	workers  []*workerProc // every worker process started, in order
 	nextHist int
 	obs      []chaos.StatusObs
+	slices   []chaos.SliceObs // a routing run's EndpointSlice versions
+	pods     int              // pods created, for their IPs
 
 	faults map[string]int
 	// notInjected: the fault being injected found nothing to act on (a stall with no
@@ -78,6 +80,8 @@ type result struct {
 	ledgerAccepted int
 	refused        int
 	stalls         chaos.StallOutcome
+	// slices and routed: a routing run's EndpointSlice versions seen, and those listing a pod
+	slices, routed int
 	overlaps       []chaos.Overlap
 	liveness       []time.Duration
 	linear         string
@@ -156,6 +160,12 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 			LeaseDurationSeconds: int32(h.timing.Lease / time.Second),
 			LockDelaySeconds:     ptr.To(int32(h.timing.LockDelay / time.Second)),
 		},
+	}
+	if r.sched.Routing() {
+		if err := r.setupRouting(ctx, lock); err != nil {
+			return err
+		}
+		wg.Go(func() { r.watchSlices(bg) })
 	}
 	if err := h.k8s.Create(ctx, lock); err != nil {
 		return fmt.Errorf("create lock: %w", err)
@@ -252,8 +262,12 @@ func (r *run) startPod(ctx context.Context, s *slot) error {
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.pods++
+	ip := fmt.Sprintf("10.1.%d.%d", r.pods/250, 1+r.pods%250) // a new pod, a new IP, as a CNI hands out
+	r.mu.Unlock()
 	s.mu.Lock()
-	s.pod, s.w, s.reported, s.fails, s.started, s.app = pod, w, "", 0, metav1.Now(), newContainerID()
+	s.pod, s.w, s.reported, s.fails, s.started, s.app, s.ip = pod, w, "", 0, metav1.Now(), newContainerID(), ip
 	s.mu.Unlock()
 	return nil
 }
@@ -271,10 +285,22 @@ func (r *run) startWorker(_ context.Context, s *slot, pod *corev1.Pod) (*workerP
 	r.mu.Unlock()
 	w := &workerProc{pod: s.name, uid: string(pod.UID), container: newContainerID(), probe: "127.0.0.1:" + strconv.Itoa(ports[0]),
 		history: filepath.Join(r.dir, fmt.Sprintf("history-%s-%d.jsonl", s.name, n))}
-	w.p, err = startProc(r.dir, fmt.Sprintf("worker-%s-%d", s.name, n), r.h.bins.worker, []string{
+	bin, args := r.h.bins.worker, []string{"--probe-address", w.probe, "--history", w.history}
+	switch r.sched.Worker() {
+	case chaos.WorkerResourceLock:
+		args = append(args, "--mode", chaos.WorkerResourceLock)
+	case chaos.WorkerAgent:
+		// The agent leads and serves /readyz; its child writes the ledger. No release on stop:
+		// a holder-confirmed release ends the term while the agent still runs, which
+		// CheckHandoffs (rightly) reads as an unproven attestation.
+		bin, args = r.h.bins.agent, []string{"exec", "--lock", lockName, "--namespace", r.ns, "--kubeconfig", s.kcfg,
+			"--grace", "1s", "--probe-address", w.probe, "--release-on-stop=false", "--",
+			r.h.bins.worker, "--child", "--history", w.history}
+	}
+	w.p, err = startProc(r.dir, fmt.Sprintf("worker-%s-%d", s.name, n), bin, []string{
 		"KUBECONFIG=" + s.kcfg, "POD_NAME=" + s.name, "POD_UID=" + w.uid,
 		"LOCK_NAMESPACE=" + r.ns, "LOCK_NAME=" + lockName, "LEDGER_URL=" + r.ledgerURL,
-	}, "--probe-address", w.probe, "--history", w.history)
+	}, args...)
 	if err != nil {
 		return nil, err
 	}
