@@ -158,6 +158,12 @@ func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.L
 	write("ledger-ops.json", ops)
 	write("ledger-outcomes.json", outs)
 	write("status.json", obs)
+	if r.sched.Routing() {
+		r.mu.Lock()
+		slices := append([]chaos.SliceObs(nil), r.slices...)
+		r.mu.Unlock()
+		write("slices.json", slices)
+	}
 	write("overlaps.json", overlaps)
 	write("violations.json", vs)
 	write("lives.json", r.lives())
