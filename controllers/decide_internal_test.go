@@ -45,6 +45,15 @@ func newScene() *scene {
 	return s
 }
 
+// unprovenRestartReleasing: a-0's container restarted while a sidecar runs (no proof that the
+// old process is gone), and the controller recorded it on the key and in status: Releasing,
+// reason HolderRestarted, waited for waited.
+func unprovenRestartReleasing(waited time.Duration) *scene {
+	return newScene().releasing(waited).restarted(sidecar(running("proxy"))).do(func(in *input) {
+		in.status.History[0].Reason, in.g.rec.Reason = lockv1.ReasonHolderRestarted, lockv1.ReasonHolderRestarted
+	})
+}
+
 func (s *scene) holder(opts ...podOpt) *scene {
 	for _, o := range opts {
 		o(s.in.holder.pod)
@@ -270,6 +279,17 @@ func TestDecide(t *testing.T) {
 		{"key vanished, the holder restarted in its life, its release: Releasing", newScene().noKey().restarted().holderRelease("uid-a-0", tok), want{verb: actRelease, reason: lockv1.ReasonKeyVanished}},
 		{"Releasing, key vanished, the holder restarted in its life, eligible: the full delay", newScene().releasing(time.Second).noKey().restarted(), want{verb: actWait, requeue: wait - time.Second}},
 		{"a record without containers (an older controller's), the holder restarted in its life, its release: not taken", newScene().restarted().do(func(in *input) { in.g.rec.Containers = nil }).holderRelease("uid-a-0", tok), want{verb: actWait}},
+		// A gone holder's release (review 20d): judged by its deletion, never by the release.
+		{"unproven restart's Releasing, holder release, then the pod force-deleted: still the full delay", unprovenRestartReleasing(time.Second).holderRelease("uid-a-0", tok).gone(), want{verb: actWait, requeue: wait - time.Second}},
+		{"unproven restart's Releasing, holder release, pod gone, the key vanished too: still the full delay", unprovenRestartReleasing(time.Second).holderRelease("uid-a-0", tok).gone().noKey(), want{verb: actWait, requeue: wait - time.Second}},
+		{"Held, holder release, pod gone before a turn read it: Releasing (no restart can be ruled out)", newScene().holderRelease("uid-a-0", tok).gone(), want{verb: actRelease, reason: lockv1.ReasonHolderGone}},
+		{"holder release, pod gone after the kubelet's terminal update (remembered): at once", newScene().holderRelease("uid-a-0", tok).gone().do(func(in *input) { in.holder.remembered = true }), want{verb: actEnd, reason: lockv1.ReasonHolderTerminated, next: "a-1"}},
+		{"planned handoff, pod deleting, release on SIGTERM: at once", newScene().holder(deleting(), notReady()).holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
+		{"the fast path's new term (the pod restarted in its life), its own release: at once", newScene().restarted().do(func(in *input) {
+			in.g.rec.Containers = []containerMark{{Name: "app", ID: "containerd://app-1", Restarts: 1}}
+		}).holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
+		{"proven restart, release, pod deleting: Releasing, not at once", newScene().restarted(deleting()).holderRelease("uid-a-0", tok), want{verb: actRelease, reason: lockv1.ReasonHolderTerminating}},
+		{"key vanished, the holder restarted in its life, only candidate, Releasing over: ends (granted anew next turn)", newScene().releasing(wait).noKey().restarted().onlyCandidate(), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady}},
 		{"holder release, the holder pod could not be read: wait for it", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.holder.pod = nil }), want{verb: actWait, requeue: time.Second}},
 		{"restarted, seen by containerID only: the same", newScene().holder(containers(restartedAs("app", "containerd://app-1", 0)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
 		{"restarted, seen by restartCount only: the same", newScene().holder(containers(restartedAs("app", "", 1)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},

@@ -92,14 +92,16 @@ func restartedSince(p *corev1.Pod, marks []containerMark) bool {
 // The grant's record of this term (its containerMarks) says whether a container restarted.
 // Without one (the key vanished, a later grant replaced it, or a controller before the
 // restart rule wrote it), any restart in the pod's life counts: a restartCount above 0 or a
-// previous termination (review 20c, TestReview20cKeyVanishedAfterRestart). A holder pod the
-// API server could not be asked about may have restarted too; one that is gone is judged by
-// its deletion (HolderGone, attestedTerminated).
+// previous termination (review 20c). A holder pod the API server could not be asked about,
+// or one that is gone, may have restarted too: a gone pod's end is judged by its deletion
+// (a kubelet's terminal update remembered from the pod's events ends the term at once; a
+// force deletion, which may leave the processes running, waits out the lock delay as
+// HolderGone), never by its release (review 20d).
 func mayHaveRestarted(in *input) bool {
 	p, g := in.holder.pod, in.g
 	switch {
 	case p == nil:
-		return !in.holder.gone
+		return true
 	case g.present() && g.token == in.status.FencingToken && len(g.rec.Containers) > 0:
 		return restartedSince(p, g.rec.Containers)
 	}
