@@ -146,7 +146,7 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	f := newFixture(t)
 	f.stop() // this test's controllers are processes
 	zombie := f.startManager("zombie")
-	epochZ := f.waitElected("zombie", 20*time.Second)
+	epochZ := f.waitElected("zombie", 45*time.Second)
 	a0 := f.pod("a-0", "a")
 	secondApart()
 	f.pod("a-1", "a")
@@ -199,7 +199,7 @@ func TestKilledControllerStandbyTakesOver(t *testing.T) {
 	f := newFixture(t)
 	f.stop()
 	active := f.startManager("first")
-	f.waitElected("first", 20*time.Second)
+	f.waitElected("first", 45*time.Second)
 	f.startManager("second")
 	f.pod("a-0", "a")
 	f.lock("lock", "a", nil)
@@ -227,7 +227,7 @@ func TestStandbyReadyAndReadyzFollowsEtcd(t *testing.T) {
 	}
 	addr := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	f.startManager("first", "--metrics-bind-address", addr(ports[0]), "--health-probe-bind-address", addr(ports[1]))
-	f.waitElected("first", 20*time.Second)
+	f.waitElected("first", 45*time.Second)
 	f.startManager("second", "--metrics-bind-address", addr(ports[2]), "--health-probe-bind-address", addr(ports[3]))
 	readyz := func(p int) int {
 		resp, err := http.Get("http://" + addr(p) + "/readyz")

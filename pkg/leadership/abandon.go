@@ -51,7 +51,7 @@ func (e *Elector) Abandon(token int64) {
 // abandon ends the open term if this process abandoned its token, and updates readiness.
 func (l *loop) abandon() {
 	if l.term != nil && l.term.token <= l.e.abandoned.Load() {
-		l.end("abandoned: a resource admitted the token from another writer")
+		l.end("abandoned by this process (Abandon): no release")
 	}
 	l.e.setRefused(abandonedErr(l.view, l.e.cfg.Identity, l.e.abandoned.Load()))
 }
@@ -62,5 +62,5 @@ func abandonedErr(v view, me types.UID, abandoned int64) error {
 	if abandoned <= 0 || v.token > abandoned || !v.names(me, v.token) {
 		return nil
 	}
-	return fmt.Errorf("%w: the lock still names this pod with token %d, which a resource admitted from another writer; the controller ends the term", ErrAbandoned, v.token)
+	return fmt.Errorf("%w: the lock still names this pod with token %d, which this process abandoned (Abandon); the controller ends the term", ErrAbandoned, v.token)
 }
