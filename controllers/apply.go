@@ -151,6 +151,8 @@ func (t *turn) adopt() {
 		// its Releasing, whose reason is on the open term.
 		reason := lockv1.ReasonHolderTerminated
 		switch {
+		case endsPublished(&t.in):
+			reason = g.rec.Ends.Reason
 		case holderReleased(&t.in):
 			reason = lockv1.ReasonHolderReleased
 		case st.Phase == lockv1.PhaseReleasing:
@@ -251,11 +253,10 @@ func (t *turn) end(ctx context.Context, d decision) error {
 	case t.lock.Spec.Suspend:
 		t.st.Phase = lockv1.PhaseSuspended
 	case d.next != nil:
-		var ends *endedTerm
-		if d.reason == lockv1.ReasonHolderRestarted {
-			ends = &endedTerm{Token: ended, Reason: d.reason}
-		}
-		return t.grantTo(ctx, d.next, lockv1.ReasonGranted, ends)
+		// The grant records the term it ends, so that a turn finding it unpublished (this
+		// turn's status write lost) publishes this end instead of judging the old holder's
+		// evidence again, which may be gone by then (review 20e).
+		return t.grantTo(ctx, d.next, lockv1.ReasonGranted, &endedTerm{Token: ended, Reason: d.reason})
 	}
 	return nil
 }

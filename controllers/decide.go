@@ -175,12 +175,24 @@ func decideUnpublished(in *input) decision {
 		// decides again.
 		return decision{verb: actDiscard}
 	}
-	if st.HolderUID != "" && st.HolderUID != in.g.holderUID && st.Phase != lockv1.PhaseReleasing {
+	if st.HolderUID != "" && st.HolderUID != in.g.holderUID && st.Phase != lockv1.PhaseReleasing && !endsPublished(in) {
 		if e := termEnd(in); !e.attested {
 			return decision{verb: actDiscard}
 		}
 	}
 	return decision{verb: actAdopt}
+}
+
+// endsPublished reports whether the unpublished grant records that it ended the published
+// term: the turn that granted it judged that term's end (its release, attestation, or the
+// delay) and lost its status write. Publishing the grant is what that write would have
+// published; judging the old holder again could find its evidence gone (a pod deleted since,
+// whose terminal update this replica never saw; a restart record replaced by the grant's),
+// and discarding the grant would cost the lock delay (review 20e). A grant of an older
+// controller, without the record, is judged as before.
+func endsPublished(in *input) bool {
+	e := in.g.rec.Ends
+	return e != nil && e.Token == in.status.FencingToken && in.status.FencingToken != 0
 }
 
 // cachedGrantStands reports whether an unpublished grant decided on the cached lock

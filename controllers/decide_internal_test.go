@@ -54,6 +54,21 @@ func unprovenRestartReleasing(waited time.Duration) *scene {
 	})
 }
 
+// handoffGrantUnpublished: a-0 released its term (tok), a turn ended it and granted a-1
+// (token tok+5), and its status write was lost: status still says Held a-0 tok with the
+// release, etcd holds a-1's grant, which records the ended term when ends is set (as every
+// grant of an end does since review 20e).
+func handoffGrantUnpublished(ends bool) *scene {
+	return newScene().holderRelease("uid-a-0", tok).do(func(in *input) {
+		in.g = grant{holderUID: "uid-a-1", token: tok + 5, rec: record{Name: "a-1", Phase: lockv1.PhaseHeld, Strategy: lockv1.StrategyOldestReady, LeaseSeconds: 10,
+			Containers: []containerMark{{Name: "app", ID: "containerd://a1-app"}}}}
+		if ends {
+			in.g.rec.Ends = &endedTerm{Token: tok, Reason: lockv1.ReasonHolderReleased}
+		}
+		in.rev = tok + 6
+	})
+}
+
 func (s *scene) holder(opts ...podOpt) *scene {
 	for _, o := range opts {
 		o(s.in.holder.pod)
@@ -290,6 +305,13 @@ func TestDecide(t *testing.T) {
 		}).holderRelease("uid-a-0", tok), want{verb: actEnd, reason: lockv1.ReasonHolderReleased, next: "a-1"}},
 		{"proven restart, release, pod deleting: Releasing, not at once", newScene().restarted(deleting()).holderRelease("uid-a-0", tok), want{verb: actRelease, reason: lockv1.ReasonHolderTerminating}},
 		{"key vanished, the holder restarted in its life, only candidate, Releasing over: ends (granted anew next turn)", newScene().releasing(wait).noKey().restarted().onlyCandidate(), want{verb: actEnd, reason: lockv1.ReasonHolderNotReady}},
+		// A handoff whose status write was lost (review 20e): the grant records the term it
+		// ended, and is adopted even when the old holder's evidence is gone by then.
+		{"handoff by release, status write lost, a-0's pod gone since, nothing remembered: adopt", handoffGrantUnpublished(true).gone(), want{verb: actAdopt}},
+		{"handoff by release, status write lost, a-0 deleting, restarted once before the grant: adopt", handoffGrantUnpublished(true).restarted(deleting(), notReady()), want{verb: actAdopt}},
+		{"handoff by release, status write lost, a-0 stepped down and runs, restarted once before the grant: adopt", handoffGrantUnpublished(true).restarted(), want{verb: actAdopt}},
+		{"an older controller's grant without the ended term, a-0 gone: judged again, discard", handoffGrantUnpublished(false).gone(), want{verb: actDiscard}},
+		{"a grant recording the end of an older token, a-0 gone: judged again, discard", handoffGrantUnpublished(true).gone().do(func(in *input) { in.g.rec.Ends.Token = tok - 1 }), want{verb: actDiscard}},
 		{"holder release, the holder pod could not be read: wait for it", newScene().holderRelease("uid-a-0", tok).do(func(in *input) { in.holder.pod = nil }), want{verb: actWait, requeue: time.Second}},
 		{"restarted, seen by containerID only: the same", newScene().holder(containers(restartedAs("app", "containerd://app-1", 0)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},
 		{"restarted, seen by restartCount only: the same", newScene().holder(containers(restartedAs("app", "", 1)), lastEnded(137, "Error", "containerd://app-0")), want{verb: actEnd, reason: lockv1.ReasonHolderRestarted, next: "a-0"}},

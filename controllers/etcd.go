@@ -68,9 +68,10 @@ type record struct {
 	// Containers are the holder's containers when the term was granted (restart.go): a
 	// restart of one of them ends the term.
 	Containers []containerMark `json:"containers,omitempty"`
-	// Ends is the published term this grant ended in the same turn (the restart fast path: the
-	// same pod, a new token), so that a turn adopting the grant after its status write was
-	// lost closes that term with its reason.
+	// Ends is the published term this grant ended in the same turn (any end that grants the
+	// next holder, the restart fast path's included), so that a turn finding the grant
+	// unpublished after its status write was lost adopts it and closes that term with its
+	// reason (endsPublished).
 	Ends *endedTerm `json:"ends,omitempty"`
 	// Lock is the UID of the DistributedLock the grant was decided for.
 	Lock types.UID `json:"lock,omitempty"`
