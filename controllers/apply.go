@@ -158,6 +158,10 @@ func (t *turn) adopt() {
 		case st.Phase == lockv1.PhaseReleasing:
 			reason = releasingReason(st)
 		}
+		// The ending turn's Event and transition went with its status write (they follow
+		// its acknowledgement): this turn reports the end instead (review 20f).
+		t.event(nil, corev1.EventTypeNormal, reason, "End", "term of %s (token %d) ended: %s", st.Holder, st.FencingToken, reason)
+		t.r.Metrics.transition(reason)
 		publishEnd(st, reason, metav1.Now())
 	}
 	publishGrant(st, g.rec.Name, g, g.lease, lockv1.ReasonGranted, metav1.Now())
@@ -236,7 +240,7 @@ func (t *turn) keep(ctx context.Context) error {
 // end ends the published term (deleting its key, guarded) and grants the next candidate at
 // once, if the decision names one.
 func (t *turn) end(ctx context.Context, d decision) error {
-	ended := t.st.FencingToken
+	ended, endedHolder := t.st.FencingToken, t.st.HolderUID
 	if t.in.g.present() {
 		if err := t.releaseKey(ctx); err != nil {
 			return err
@@ -256,7 +260,7 @@ func (t *turn) end(ctx context.Context, d decision) error {
 		// The grant records the term it ends, so that a turn finding it unpublished (this
 		// turn's status write lost) publishes this end instead of judging the old holder's
 		// evidence again, which may be gone by then (review 20e).
-		return t.grantTo(ctx, d.next, lockv1.ReasonGranted, &endedTerm{Token: ended, Reason: d.reason})
+		return t.grantTo(ctx, d.next, lockv1.ReasonGranted, &endedTerm{Token: ended, Reason: d.reason, HolderUID: endedHolder})
 	}
 	return nil
 }
@@ -308,7 +312,7 @@ func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string, ends
 		if d, ok := t.r.mem.granted(key, uid); ok {
 			t.r.Metrics.unheld(d)
 		}
-		if ends != nil && ends.Reason == lockv1.ReasonHolderRestarted {
+		if ends != nil && ends.Reason == lockv1.ReasonHolderRestarted && ends.HolderUID == pod.UID {
 			t.r.mem.restartGranted(key, uid, token)
 		}
 	})

@@ -190,9 +190,16 @@ func decideUnpublished(in *input) decision {
 // whose terminal update this replica never saw; a restart record replaced by the grant's),
 // and discarding the grant would cost the lock delay (review 20e). A grant of an older
 // controller, without the record, is judged as before.
+//
+// An end by the holder's release stands only while the release still names the term: the
+// holder pod alone may remove it (config/policy), and a process of the pod started after
+// its removal may lead the token again (review 20f).
 func endsPublished(in *input) bool {
 	e := in.g.rec.Ends
-	return e != nil && e.Token == in.status.FencingToken && in.status.FencingToken != 0
+	if e == nil || e.Token != in.status.FencingToken || in.status.FencingToken == 0 {
+		return false
+	}
+	return e.Reason != lockv1.ReasonHolderReleased || holderReleased(in)
 }
 
 // cachedGrantStands reports whether an unpublished grant decided on the cached lock

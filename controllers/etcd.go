@@ -86,6 +86,17 @@ type record struct {
 type endedTerm struct {
 	Token  int64  `json:"token"`
 	Reason string `json:"reason"`
+	// HolderUID is the ended term's holder ("" in records written before review 20f, when
+	// only the restart fast path recorded its end, always for the same pod).
+	HolderUID types.UID `json:"holderUID,omitempty"`
+}
+
+// fastPathGrant reports whether g is the restart fast path's grant: it ended a term of the
+// same pod for HolderRestarted. Another pod's grant that ended a restarted holder's term
+// after its Releasing is not (review 20f).
+func fastPathGrant(g grant) bool {
+	e := g.rec.Ends
+	return e != nil && e.Reason == lockv1.ReasonHolderRestarted && (e.HolderUID == "" || e.HolderUID == g.holderUID)
 }
 
 func (r record) encode() json.RawMessage {

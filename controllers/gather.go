@@ -55,7 +55,7 @@ func (t *turn) measure() {
 	st := in.status
 	p := preferredPod(in.spec, in.pods)
 	in.clocks.preferred = mem.preferredEligibleFor(key, uid, podUID(p), p != nil && p.UID != st.HolderUID && eligibility.Eligible(p))
-	if g := in.g; g.present() && g.token == st.FencingToken && g.rec.Ends != nil && g.rec.Ends.Reason == lockv1.ReasonHolderRestarted {
+	if g := in.g; g.present() && g.token == st.FencingToken && fastPathGrant(g) {
 		in.clocks.restartGrant = mem.restartGrantFor(key, uid, g.token)
 	}
 	if st.HolderUID == "" || st.Phase != lockv1.PhaseReleasing {

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // A restart never keeps a token. The kubelet restarts a crashed container under the same pod
@@ -294,7 +292,7 @@ func restartExcuses(in *input, e *ending) bool {
 		return restartProof(p) && exitSeen(p, g.rec.Containers) && len(p.Spec.Containers) == 1 && running(p.Spec.Containers[0].Name)
 	}
 	lease := time.Duration(g.rec.LeaseSeconds) * time.Second
-	starting := g.rec.Ends != nil && g.rec.Ends.Reason == lockv1.ReasonHolderRestarted && len(p.Spec.Containers) == 1 &&
+	starting := fastPathGrant(g) && len(p.Spec.Containers) == 1 &&
 		running(p.Spec.Containers[0].Name) && in.clocks.restartGrant > 0 && in.clocks.restartGrant < lease
 	if starting {
 		e.recheck = minPositive(e.recheck, lease-in.clocks.restartGrant)
