@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,10 +131,8 @@ func (p *playground) start(ctx context.Context) error {
 	}
 
 	p.say("applying config/samples; routing %s to Service %s ...", lock, routedService)
-	apply := exec.CommandContext(ctx, bin("kubectl"), "--kubeconfig", p.kubeconfig, "apply", "-f", filepath.Join(p.root, "config", "samples"))
-	apply.Stdout, apply.Stderr = p.out, os.Stderr
-	if err := apply.Run(); err != nil {
-		return fmt.Errorf("apply config/samples: %w", err)
+	if err := p.applySamples(ctx); err != nil {
+		return err
 	}
 	if err := p.routeService(ctx); err != nil {
 		return err
@@ -365,4 +364,36 @@ func (p *playground) showRoute(ctx context.Context, pod string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// applySamples applies config/samples one file (one lock) at a time, in kubectl's order, and
+// sends a file again that the API server refused only because its admission policy
+// dispatcher was not ready ("There can be a delay ...", testenv.RideOutConverterDelay): a
+// refused file created nothing, so the output is what one kubectl apply -f prints.
+func (p *playground) applySamples(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(p.root, "config", "samples", "*.yaml"))
+	if err != nil {
+		return fmt.Errorf("apply config/samples: %w", err)
+	}
+	if len(files) == 0 {
+		return errors.New("apply config/samples: no *.yaml files in config/samples")
+	}
+	for _, f := range files {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var stderr bytes.Buffer
+			apply := exec.CommandContext(ctx, filepath.Join(p.root, "bin", "kubectl"), "--kubeconfig", p.kubeconfig, "apply", "-f", f)
+			apply.Stdout, apply.Stderr = p.out, &stderr
+			err := apply.Run()
+			if err == nil {
+				break
+			}
+			if !testenv.ConverterDelayText(stderr.String()) || time.Now().After(deadline) || ctx.Err() != nil {
+				_, _ = os.Stderr.Write(stderr.Bytes())
+				return fmt.Errorf("apply config/samples (%s): %w", filepath.Base(f), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
 }

@@ -52,6 +52,9 @@ func converterDelayed(err error) bool {
 	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), converterDelay)
 }
 
+// ConverterDelayText reports whether text (a kubectl's stderr) holds that refusal.
+func ConverterDelayText(text string) bool { return strings.Contains(text, converterDelay) }
+
 // RideOutConverterDelay wraps c so that a create refused with the dispatcher's
 // converter-delay ServiceUnavailable is sent again, for up to timeout. WaitLockAdmission is not
 // enough on its own: a clean-clone CI run refused a fixture's lock with it seconds after
