@@ -62,8 +62,18 @@ var shapeRules = []struct {
 	{regexp.MustCompile(`\b[0-9a-f]{16}\b`), "<hex>"},
 	{regexp.MustCompile(`\d+(\.\d+)?(ms|µs|s|m)\b`), "<dur>"},
 	{regexp.MustCompile(`\d+`), "<n>"},
+	// Which proof ends the deleted holder's term depends on the race between the controller's
+	// turn on the holder's release and the stand-in kubelet's exit report and pod delete: the
+	// release while the pod still exists (HolderReleased), or the terminal update once it is
+	// gone (HolderTerminated); both end it at once.
+	{regexp.MustCompile(`term ended: (HolderReleased|HolderTerminated)\b`), "term ended: <at once>"},
 	{regexp.MustCompile(`\s+`), " "},
 }
+
+// mayBeAbsent reports whether a line of the README's demo may be missing from a run: the
+// Releasing that the turn on the deletion publishes shows only when that turn comes before
+// the holder's release and its pod's terminal update (the view polls every 50 ms).
+func mayBeAbsent(shaped string) bool { return strings.Contains(shaped, " phase=Releasing ") }
 
 // shape is line with every run-dependent part replaced.
 func shape(line string) string {
@@ -80,12 +90,17 @@ func TestShape(t *testing.T) {
 			"09:11:02.001 lock  reports-leader   phase=Held      holder=reports-1    token=17"},
 		{"new holder published 118ms after the deletion (polled every 50 ms)",
 			"new holder published 1.2s after the deletion (polled every 50 ms)"},
+		{"new holder published 125ms after the deletion (polled every 50 ms); payments-0's term ended: HolderTerminated",
+			"new holder published 97ms after the deletion (polled every 50 ms); payments-0's term ended: HolderReleased"},
 		{"token 5 from pod payments-0 (uid 5779ff59-8a59-4c88-a9b6-936c4160f8d6) is stale",
 			"token 7 from pod payments-2 (uid 00000000-1111-2222-3333-444444444444) is stale"},
 	} {
 		if shape(tc.a) != shape(tc.b) {
 			t.Errorf("shape(%q) = %q, shape(%q) = %q: want equal", tc.a, shape(tc.a), tc.b, shape(tc.b))
 		}
+	}
+	if a, b := "payments-0's term ended: HolderReleased", "payments-0's term ended: HolderRestarted"; shape(a) == shape(b) {
+		t.Errorf("shape(%q) = shape(%q): only the two ends at once are one shape", a, b)
 	}
 	if a, b := "phase=Held holder=payments-1", "phase=Releasing holder=payments-1"; shape(a) == shape(b) {
 		t.Errorf("shape(%q) = shape(%q): a phase is not a placeholder", a, b)
@@ -101,7 +116,7 @@ func checkDemoShown(t *testing.T, out string) {
 		have[shape(l)] = true
 	}
 	for _, l := range readmeDemo(t) {
-		if !have[shape(l)] {
+		if !have[shape(l)] && !mayBeAbsent(shape(l)) {
 			t.Errorf("README.md's demo shows a line the playground no longer prints:\n  %s\n(shape %q)", l, shape(l))
 		}
 	}
