@@ -86,8 +86,10 @@ type record struct {
 type endedTerm struct {
 	Token  int64  `json:"token"`
 	Reason string `json:"reason"`
-	// HolderUID is the ended term's holder ("" in records written before review 20f, when
-	// only the restart fast path recorded its end, always for the same pod).
+	// HolderUID is the ended term's holder ("" in records written before review 20f: before
+	// review 20e only the restart fast path recorded its end, always for the same pod; 3022f26
+	// recorded every end without it, which fastPathGrant takes as the same pod too, harmless
+	// because the restart clock is set only by this replica's own grantTo, which writes it).
 	HolderUID types.UID `json:"holderUID,omitempty"`
 }
 
