@@ -55,6 +55,10 @@ const (
 	// naming its token): it went through Releasing and the full lock delay. The history entry's
 	// message carries AnnotationReleaseReason.
 	ReasonOperatorRelease = "OperatorRelease"
+	// ReasonSlotRemoved means spec.slots was lowered below the slot's index: its term ended
+	// through Releasing and the lock delay (or sooner, on proof that its holder stopped), and
+	// the slot is then removed from status.slots.
+	ReasonSlotRemoved = "SlotRemoved"
 	// ReasonTokenRegression means etcd shows a token at or below status.maxFencingToken that is not
 	// the published one, or the controller's epoch is below status.controllerEpoch (etcd was
 	// restored from a backup without --bump-revision, or replaced). Nothing is granted.

@@ -15,6 +15,7 @@ import (
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Slots",type=string,JSONPath=`.status.slotsHeld`
 // +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.eligibleCandidates`
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy`,priority=1
 // +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1

@@ -26,6 +26,9 @@ const (
 	MinLeaseDurationSeconds = 2
 	// MaxLeaseDurationSeconds is the longest lease (and lock delay) a lock may declare.
 	MaxLeaseDurationSeconds = 3600
+	// MaxSlots is the most slots (spec.slots) a lock may declare: every turn of a lock reads
+	// and judges each slot, and its status carries each slot's term and history.
+	MaxSlots = 16
 )
 
 // DistributedLockSpec declares a lock.
@@ -33,6 +36,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.lockDelaySeconds) || self.lockDelaySeconds >= self.leaseDurationSeconds",messageExpression="'must be at least leaseDurationSeconds, which is %d%s; got %d'.format([self.leaseDurationSeconds, self.leaseDurationSeconds == 15 ? ' (its default when unset)' : ' (as set)', self.lockDelaySeconds])",fieldPath=".lockDelaySeconds",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="self.strategy != 'Preferred' || has(self.preferredHolder)",message="preferredHolder is required when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.preferredHolder) || self.strategy == 'Preferred'",message="preferredHolder may be set only when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.slots) || self.slots == 1",message="routing may be set only on a lock with one slot: a Service routed to the holder needs exactly one holder",fieldPath=".routing",reason=FieldValueForbidden
 type DistributedLockSpec struct {
 	// Candidates selects the pods, in the lock's namespace, that may hold the lock.
 	// +required
@@ -75,6 +79,17 @@ type DistributedLockSpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// Slots is how many pods may hold the lock at once (a semaphore), from 1 to 16; default 1.
+	// Each slot is a term of its own, with its own holder, fencing token and history: slot 0
+	// is the status's own fields, slots 1 to N-1 are listed in status.slots. A pod holds at
+	// most one slot of a lock. Lowering it ends the highest slots' terms through Releasing
+	// and the lock delay; raising it grants the new slots.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	Slots int32 `json:"slots,omitempty"`
+
 	// Routing makes a Service reach only the holder: the controller keeps the EndpointSlice
 	// of the named Service listing exactly the holder pod while the lock is Held, and no pod
 	// while it is Releasing, Pending or Suspended. Optional.
@@ -96,6 +111,11 @@ type Candidates struct {
 	// NotIn, Exists and DoesNotExist; the API server rejects anything else.
 	// +optional
 	Selector *LabelSelector `json:"selector"`
+}
+
+// EffectiveSlots is spec.slots, or 1 when unset.
+func (s *DistributedLockSpec) EffectiveSlots() int32 {
+	return max(s.Slots, 1)
 }
 
 // EffectiveLockDelaySeconds is spec.lockDelaySeconds, or spec.leaseDurationSeconds when unset.

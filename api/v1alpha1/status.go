@@ -97,6 +97,85 @@ type DistributedLockStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	History []Term `json:"history,omitempty"`
+
+	// Slots are the slots other than slot 0 of a lock with spec.slots above 1 (slot 0 is
+	// the fields above), by index; a slot above spec.slots - 1 stays listed until its term
+	// has ended. Empty for a one-slot lock.
+	// +listType=map
+	// +listMapKey=index
+	// +kubebuilder:validation:MaxItems=15
+	// +optional
+	Slots []SlotStatus `json:"slots,omitempty"`
+
+	// SlotsHeld is "held/N" for a lock with more than one slot (the slots in phase Held,
+	// and spec.slots), for display.
+	// +optional
+	SlotsHeld string `json:"slotsHeld,omitempty"`
+}
+
+// SlotStatus is one slot of a lock with spec.slots above 1: a term of its own, with the
+// same fields and rules as a one-slot lock's status. Its maxFencingToken never decreases
+// while the slot is listed (enforced by the API server); its tokens are etcd revisions of
+// its own key, so they strictly increase across the slot's grants.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.maxFencingToken) ? self.maxFencingToken : 0) >= (has(oldSelf.maxFencingToken) ? oldSelf.maxFencingToken : 0)",message="a slot's maxFencingToken may not decrease or be removed",fieldPath=".maxFencingToken",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.fencingToken) || (has(self.maxFencingToken) && self.fencingToken <= self.maxFencingToken)",message="a slot's fencingToken may not exceed its maxFencingToken",fieldPath=".fencingToken",reason=FieldValueInvalid
+type SlotStatus struct {
+	// Index is the slot's number, from 1 (slot 0 is the status's own fields).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=15
+	Index int32 `json:"index"`
+
+	// Phase is Pending, Held, Releasing or Suspended (a slot being removed, or spec.suspend).
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Holder is the name of the slot's holding pod, for display. Identity is holderUID.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+
+	// HolderUID is the UID of the slot's holding pod.
+	// +optional
+	HolderUID types.UID `json:"holderUID,omitempty"`
+
+	// FencingToken is the slot's current term's token: pass it to every resource of this
+	// slot you write.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// MaxFencingToken is the highest token published for this slot.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxFencingToken int64 `json:"maxFencingToken,omitempty"`
+
+	// TermLeaseSeconds is the lease duration the slot's holder was granted under.
+	// +optional
+	TermLeaseSeconds int32 `json:"termLeaseSeconds,omitempty"`
+
+	// LeaseID is the etcd lease (hex) the slot's grant is attached to.
+	// +optional
+	LeaseID string `json:"leaseID,omitempty"`
+
+	// AcquireTime is when the slot's term was granted (display only).
+	// +optional
+	AcquireTime *metav1.Time `json:"acquireTime,omitempty"`
+
+	// Transitions counts the terms published in this slot.
+	// +optional
+	Transitions int64 `json:"transitions,omitempty"`
+
+	// Conditions: Held, EtcdAvailable and Valid, for this slot.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// History holds the slot's last terms, newest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	History []Term `json:"history,omitempty"`
 }
 
 // Term records one grant of the lock.
