@@ -44,6 +44,12 @@ type input struct {
 	clocks   clocks
 	// release is what the lock's release annotations ask (release.go).
 	release releases
+	// retired: the turn is of a slot at or above spec.slots (slots.go), judged with
+	// spec.suspend set: its term ends for SlotRemoved and nothing is granted.
+	retired bool
+	// others are the pods another slot's published term names (slots.go): a pod holds at
+	// most one slot of a lock.
+	others map[types.UID]int32
 }
 
 // evidence is what is known about the published holder.
@@ -168,6 +174,12 @@ func decideUnpublished(in *input) decision {
 		// created again before a turn found it gone): this object never published it, so no
 		// pod leads by it for this lock, and adopting it would publish the old lock's holder
 		// and token.
+		return decision{verb: actDiscard}
+	}
+	if _, held := in.others[in.g.holderUID]; held {
+		// A grant of this slot to a pod another slot's term names (decided before that
+		// term was published, whose status write was lost): a pod holds at most one slot,
+		// and no pod leads by an unpublished grant.
 		return decision{verb: actDiscard}
 	}
 	if in.g.rec.CachedAt != "" && !cachedGrantStands(in) {

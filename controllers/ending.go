@@ -58,6 +58,8 @@ func termEnd(in *input) ending {
 		e.reason = lockv1.ReasonHolderTerminating
 	case in.selector == nil || !in.selector.Matches(labels.Set(h.pod.Labels)):
 		e.reason = lockv1.ReasonSelectorChanged
+	case in.retired:
+		e.reason = lockv1.ReasonSlotRemoved
 	case spec.Suspend:
 		e.reason = lockv1.ReasonSuspended
 	case !eligibility.Eligible(h.pod) && !restartExcuses(in, &e):

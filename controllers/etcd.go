@@ -23,6 +23,7 @@ type (
 		Release(ctx context.Context, key string, token int64, opts ...lease.LockOption) error
 		UpdateRecord(ctx context.Context, key string, token int64, record json.RawMessage, opts ...lease.LockOption) error
 		Compacted(ctx context.Context, rev int64) (bool, error)
+		LockKeys(ctx context.Context, prefix string) ([]string, error)
 	}
 	// Grants is the shared grant lease every grant hangs on (*lease.Session).
 	Grants interface {

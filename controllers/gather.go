@@ -24,6 +24,9 @@ func (t *turn) gather(ctx context.Context) error {
 	in.uid, in.resourceVersion, in.fresh = t.lock.UID, t.lock.ResourceVersion, t.fresh
 	in.epoch = t.r.Election.Token()
 	in.release = readReleases(t.lock.Annotations)
+	if t.slot != nil {
+		in.retired, in.others = t.slot.retired, t.slot.others
+	}
 	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	h, err := t.r.Engine.Inspect(ictx, t.key)
 	cancel()
@@ -148,6 +151,10 @@ func (t *turn) readCandidates(ctx context.Context) {
 	if err != nil {
 		t.selErr = fmt.Errorf("list candidate pods: %w", err)
 		return
+	}
+	t.allPods = pods
+	if t.slot != nil {
+		pods = slotCandidates(pods, t.slot.others)
 	}
 	t.in.selector, t.in.pods = selector, pods
 }

@@ -22,7 +22,7 @@ const (
 	// lockLabelIndex indexes a lock under one "key=value" its selector requires (the first of
 	// matchLabels by key), or anyLabel when matchLabels is empty.
 	lockLabelIndex = "lockwarden.io/selector-label"
-	// lockHolderIndex indexes a lock under its status.holderUID.
+	// lockHolderIndex indexes a lock under its status.holderUID and every slot's holderUID.
 	lockHolderIndex = "lockwarden.io/holder-uid"
 	// anyLabel is the lockLabelIndex value of a lock whose selector has no matchLabels: it is
 	// checked against every pod of its namespace.
@@ -42,10 +42,17 @@ func AddIndexes(ctx context.Context, idx client.FieldIndexer) error {
 			return []string{selectorTerm(o.(*lockv1.DistributedLock))}
 		}},
 		{&lockv1.DistributedLock{}, lockHolderIndex, func(o client.Object) []string {
-			if uid := o.(*lockv1.DistributedLock).Status.HolderUID; uid != "" {
-				return []string{string(uid)}
+			st := &o.(*lockv1.DistributedLock).Status
+			var uids []string
+			if st.HolderUID != "" {
+				uids = append(uids, string(st.HolderUID))
 			}
-			return nil
+			for _, s := range st.Slots {
+				if s.HolderUID != "" {
+					uids = append(uids, string(s.HolderUID))
+				}
+			}
+			return uids
 		}},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.name, ix.extract); err != nil {

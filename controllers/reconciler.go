@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +80,7 @@ type Reconciler struct {
 	batch       *grantBatcher         // nil when Grants cannot batch
 	grantEvents *eventBudget          // the grant Events' rate limit
 	granted     map[string]*grantEcho // this replica's grants whose etcd watch echo is due, under mu
+	slots       map[string]int32      // locks with slots, by key: how many slots this replica judged, under mu
 }
 
 // Reconcile runs one turn of the term lifecycle for a lock: gather (etcd, candidates, the
@@ -128,27 +128,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		fresh = true
 	}
 
-	t, err := r.turn(ctx, &lock, fresh)
+	if isSlotLock(&lock) {
+		return r.reconcileSlots(ctx, &lock, fresh)
+	}
+	t, res, err := r.runTurn(ctx, &lock, fresh, -1)
+	if err != nil || t == nil {
+		return res, err
+	}
+	if t.dropFinalizer {
+		return ctrl.Result{}, r.dropFinalizer(ctx, t.lock)
+	}
+	return ctrl.Result{RequeueAfter: t.requeue}, nil
+}
+
+// runTurn runs one turn of the lock (slot -1) or of one of its slots, and publishes its
+// status. It returns the turn when it published; otherwise nil, with the result and error
+// Reconcile returns. A turn that needs the lock read uncached reads it and runs again.
+func (r *Reconciler) runTurn(ctx context.Context, lock *lockv1.DistributedLock, fresh bool, slot int32) (*turn, ctrl.Result, error) {
+	t, err := r.turn(ctx, lock, fresh, slot)
 	if errors.Is(err, errStaleLock) {
 		var live lockv1.DistributedLock
-		if err := r.APIReader.Get(ctx, req.NamespacedName, &live); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lock), &live); err != nil {
 			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, nil // deleted meanwhile; its event brings the next turn
+				return nil, ctrl.Result{}, nil // deleted meanwhile; its event brings the next turn
 			}
-			return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
+			return nil, ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
 		}
-		lock = live
-		t, err = r.turn(ctx, &lock, true)
+		if slot < 0 {
+			*lock = live
+		} else {
+			lock = &live
+		}
+		t, err = r.turn(ctx, lock, true, slot)
 	}
 	switch {
 	case t != nil && t.gatherErr != nil:
-		return ctrl.Result{}, t.etcdDown(ctx, t.gatherErr)
+		return nil, ctrl.Result{}, t.etcdDown(ctx, t.gatherErr)
 	case errors.Is(err, lease.ErrGuardFailed):
-		return ctrl.Result{}, fmt.Errorf("%w: %w", ErrElectionLost, err)
+		return nil, ctrl.Result{}, fmt.Errorf("%w: %w", ErrElectionLost, err)
 	case apierrors.IsConflict(err):
-		return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil // the epoch write lost a race: read again
+		return nil, ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil // the epoch write lost a race: read again
 	case err != nil:
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
 	if err := t.publish(ctx); err != nil {
 		if t.cachedGrant != 0 {
@@ -156,29 +177,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// stale (the lock deleted, created again, suspended, or written since). Delete the
 			// grant now; the next turn decides on the lock read again.
 			if derr := t.discardCachedGrant(ctx); derr != nil {
-				return ctrl.Result{}, fmt.Errorf("%w (and %w)", err, derr) // the next turn's decideUnpublished settles it
+				return nil, ctrl.Result{}, fmt.Errorf("%w (and %w)", err, derr) // the next turn's decideUnpublished settles it
 			}
 			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, nil // the lock is gone: nothing to publish
+				return nil, ctrl.Result{}, nil // the lock is gone: nothing to publish
 			}
 		}
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil // the next turn re-reads both
+			return nil, ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil // the next turn re-reads both
 		}
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	if t.dropFinalizer {
-		return ctrl.Result{}, r.dropFinalizer(ctx, &lock)
-	}
-	return ctrl.Result{RequeueAfter: t.requeue}, nil
+	return t, ctrl.Result{}, nil
 }
 
 // turn gathers, decides and applies one turn on lock (read from the cache, or uncached with
-// fresh); it returns errStaleLock when a decision needs the lock read uncached first.
-func (r *Reconciler) turn(ctx context.Context, lock *lockv1.DistributedLock, fresh bool) (*turn, error) {
-	key := lockKey(lock.Namespace, lock.Name)
-	t := &turn{r: r, lock: lock, key: key, st: *lock.Status.DeepCopy(), trigger: time.Now(), fresh: fresh}
-	log.FromContext(ctx).V(1).Info("turn", "lock", key, "resourceVersion", lock.ResourceVersion, "fresh", fresh)
+// fresh), or on its slot slot (>= 0; slots.go); it returns errStaleLock when a decision
+// needs the lock read uncached first.
+func (r *Reconciler) turn(ctx context.Context, lock *lockv1.DistributedLock, fresh bool, slot int32) (*turn, error) {
+	obj := lockKey(lock.Namespace, lock.Name)
+	t := &turn{r: r, lock: lock, key: obj, objKey: obj, trigger: time.Now(), fresh: fresh}
+	if slot >= 0 {
+		t.lock, t.slot = slotView(lock, slot)
+		t.key = slotKey(obj, slot)
+	}
+	t.st = *t.lock.Status.DeepCopy()
+	log.FromContext(ctx).V(1).Info("turn", "lock", t.key, "resourceVersion", lock.ResourceVersion, "fresh", fresh)
 	if err := t.gather(ctx); err != nil {
 		t.gatherErr = err
 		return t, nil
@@ -193,6 +217,7 @@ func (r *Reconciler) init() {
 		r.mem = newMemory()
 		r.batch = newGrantBatcher(r.Grants, func() clientv3.Cmp { return r.Election.IsOwner() })
 		r.regressed = map[string]string{}
+		r.slots = map[string]int32{}
 		r.phases = map[string]lockv1.Phase{}
 		r.phaseCount = map[lockv1.Phase]int{}
 		if r.CountDebounce == 0 {
@@ -218,8 +243,19 @@ func (r *Reconciler) Healthy() error {
 	return nil
 }
 
-// forget drops what this replica remembers of a deleted lock.
+// forget drops what this replica remembers of a deleted lock, and of each of its slots.
 func (r *Reconciler) forget(key string) {
+	r.mu.Lock()
+	n := max(r.slots[key], 1)
+	delete(r.slots, key)
+	r.mu.Unlock()
+	for i := range n {
+		r.forgetKey(slotKey(key, i))
+	}
+}
+
+// forgetKey drops what this replica remembers of one engine key of a lock.
+func (r *Reconciler) forgetKey(key string) {
 	r.mem.forget(key)
 	r.routes.forget(key)
 	r.mu.Lock()
@@ -235,6 +271,24 @@ func (r *Reconciler) forget(key string) {
 // that no longer exists is led by no one, and nothing else would ever delete its key,
 // which the grant lease would keep alive. The common case (no key) costs one etcd read.
 func (r *Reconciler) dropOrphan(ctx context.Context, name types.NamespacedName, key string) error {
+	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	slots, err := r.Engine.LockKeys(ictx, key+slotInfix)
+	if err != nil {
+		r.Metrics.etcdError("inspect")
+		return fmt.Errorf("list the slot keys of the deleted lock %s: %w", key, err)
+	}
+	for _, k := range append([]string{key}, slots...) {
+		if err := r.dropOrphanKey(ctx, name, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropOrphanKey deletes the grant of one key (the lock's own, or a slot's) of a lock the
+// cache says is gone, once an uncached read confirms it.
+func (r *Reconciler) dropOrphanKey(ctx context.Context, name types.NamespacedName, key string) error {
 	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
 	h, err := r.Engine.Inspect(ictx, key)
@@ -313,11 +367,12 @@ func (r *Reconciler) setPhase(key string, p lockv1.Phase) map[lockv1.Phase]int {
 	return maps.Clone(r.phaseCount)
 }
 
-// wake queues the lock named by an engine key ("<namespace>/<name>"); other keys (the
-// election, the grant lease record) are not locks.
+// wake queues the lock named by an engine key ("<namespace>/<name>", or a slot's key
+// "<namespace>/<name>/slot/<i>"); other keys (the election, the grant lease record) are not
+// locks.
 func (r *Reconciler) wake(key string) {
-	ns, name, ok := strings.Cut(key, "/")
-	if !ok || ns == "" || name == "" {
+	ns, name, ok := keyLock(key)
+	if !ok {
 		return
 	}
 	r.mu.Lock()

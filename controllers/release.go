@@ -108,6 +108,22 @@ func requestIgnored(in *input) string {
 	return fmt.Sprintf("release request for token %d ignored: the current term is %s's, token %d", r.request, st.Holder, st.FencingToken)
 }
 
+// requestNamesSlot reports whether a release request's token is a term of a slot other than
+// slot 0, open or in its history: a request for another slot is not ignored.
+func requestNamesSlot(st *lockv1.DistributedLockStatus, token int64) bool {
+	for _, s := range st.Slots {
+		if token != 0 && s.FencingToken == token {
+			return true
+		}
+		for _, h := range s.History {
+			if h.Token == token {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // requestWarned reports whether this replica already reported the release request value
 // raw as ignored for the lock.
 func (m *memory) requestWarned(key string, uid types.UID, raw string) bool {
@@ -140,6 +156,9 @@ func (t *turn) noteReleases(ctx context.Context) {
 			"value", t.lock.Annotations[lockv1.AnnotationHolderRelease], "holderUID", t.in.status.HolderUID, "token", t.in.status.FencingToken)
 	}
 	why := requestIgnored(&t.in)
+	if t.slot != nil && (t.slot.index != 0 || requestNamesSlot(&t.slot.real.Status, t.in.release.request)) {
+		why = "" // slot 0's turn reports a request that names no slot's term
+	}
 	key, uid, raw := t.key, t.lock.UID, t.in.release.requestRaw
 	if why == "" || t.r.mem.requestWarned(key, uid, raw) {
 		return

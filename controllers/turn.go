@@ -17,15 +17,18 @@ import (
 // turn is one reconcile of one lock: what was read, and the status to publish.
 type turn struct {
 	r       *Reconciler
-	lock    *lockv1.DistributedLock // as read; its status is the published one
-	key     string
+	lock    *lockv1.DistributedLock // as read; its status is the published one (of its slot, for a slot turn)
+	key     string                  // the engine key of the lock, or of its slot
+	objKey  string                  // the lock's own key (lockKey), for what is per object
+	slot    *slotTurn               // a turn of one slot of a lock with several (slots.go); nil otherwise
 	trigger time.Time
 	fresh   bool // lock was read uncached (APIReader), not from the cache
 
 	gatherErr error // why gather failed (etcd unreachable): the turn only publishes that
 
-	in     input // what the turn decides on (gather)
-	selErr error // why the selector could not be used, if it could not
+	in      input        // what the turn decides on (gather)
+	selErr  error        // why the selector could not be used, if it could not
+	allPods []corev1.Pod // every candidate, those holding other slots included: the count
 
 	st            lockv1.DistributedLockStatus // status to publish
 	regressed     string                       // why the lock is in TokenRegression, if it is
@@ -49,6 +52,9 @@ func (t *turn) after(d time.Duration) {
 
 // event queues an Event for after the status write.
 func (t *turn) event(related *corev1.Pod, typ, reason, action, format string, args ...any) {
+	if t.slot != nil {
+		format, args = "slot %d: "+format, append([]any{t.slot.index}, args...)
+	}
 	t.events = append(t.events, func() {
 		if related == nil {
 			t.r.Recorder.Eventf(t.lock, nil, typ, reason, action, format, args...)
@@ -77,10 +83,10 @@ func (t *turn) recordEpoch(ctx context.Context) error {
 	}
 	lock := t.lock.DeepCopy()
 	lock.Status.ControllerEpoch = t.in.epoch
-	if err := t.r.Client.Status().Update(ctx, lock); err != nil {
+	if err := t.updateStatus(ctx, lock); err != nil {
 		return fmt.Errorf("record controller epoch %d: %w", t.in.epoch, err)
 	}
-	t.r.mem.wrote(t.key, lock.UID, lock.ResourceVersion)
+	t.r.mem.wrote(t.objKey, lock.UID, lock.ResourceVersion)
 	t.lock.ResourceVersion, t.lock.Status.ControllerEpoch = lock.ResourceVersion, lock.Status.ControllerEpoch
 	return nil
 }
@@ -99,6 +105,10 @@ func (t *turn) publish(ctx context.Context) error {
 	gen := t.lock.Generation
 	t.st.ObservedGeneration = gen
 	setHeldCondition(&t.st, gen, &t.lock.Spec, t.selErr, t.in.pods)
+	if t.slot != nil && t.st.Phase == lockv1.PhasePending && t.selErr == nil && len(t.in.pods) == 0 && len(t.allPods) > 0 {
+		setCondition(&t.st, gen, lockv1.ConditionHeld, false, lockv1.ReasonNoHolder,
+			"no eligible candidate: every selected pod holds another slot of this lock")
+	}
 	if t.restarted {
 		setCondition(&t.st, gen, lockv1.ConditionHeld, false, releasingReason(&t.st),
 			fmt.Sprintf("term of %s (token %d) is ending; the lock delay started again (etcd had recorded it Held)", t.st.Holder, t.st.FencingToken))
@@ -107,7 +117,7 @@ func (t *turn) publish(ctx context.Context) error {
 	if t.regressed != "" {
 		setCondition(&t.st, gen, lockv1.ConditionValid, false, lockv1.ReasonTokenRegression, t.regressed)
 	} else {
-		v := judge(&t.lock.Spec, t.selErr, t.in.pods)
+		v := judge(&t.lock.Spec, t.selErr, t.allPods)
 		setCondition(&t.st, gen, lockv1.ConditionValid, v.ok, v.reason, v.message)
 		if old := meta.FindStatusCondition(t.lock.Status.Conditions, lockv1.ConditionValid); !v.ok && (old == nil || old.Reason != v.reason) {
 			t.event(nil, corev1.EventTypeWarning, v.reason, "Judge", "%s", v.message)
@@ -122,7 +132,7 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 	old := &t.lock.Status
 	count := old.EligibleCandidates
 	if withCount && t.selErr == nil {
-		count = eligibility.Count(t.in.pods)
+		count = eligibility.Count(t.allPods)
 	}
 	t.st.EligibleCandidates = old.EligibleCandidates
 	t.st.ControllerEpoch = old.ControllerEpoch
@@ -147,17 +157,32 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 	t.routeBefore(ctx) // spec.routing: no endpoint outlives the Held status it was listed for
 	t.st.ControllerEpoch = max(old.ControllerEpoch, t.r.Election.Token())
 	t.lock.Status = t.st
-	if err := t.r.Client.Status().Update(ctx, t.lock); err != nil {
+	if err := t.updateStatus(ctx, t.lock); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	defer t.routeAfter(ctx)
 	log.FromContext(ctx).V(1).Info("status written", "lock", t.key, "phase", t.st.Phase, "holder", t.st.Holder, "token", t.st.FencingToken,
 		"resourceVersion", t.lock.ResourceVersion, "sinceTurn", time.Since(t.trigger))
-	t.r.mem.wrote(t.key, t.lock.UID, t.lock.ResourceVersion)
+	t.r.mem.wrote(t.objKey, t.lock.UID, t.lock.ResourceVersion)
 	if countChanged {
 		t.r.mem.countWrittenNow(t.key, t.lock.UID)
 	}
 	t.acknowledged()
+	return nil
+}
+
+// updateStatus writes lock's status (with its resourceVersion as precondition) and leaves
+// the answer's resourceVersion in lock. A slot turn's lock is a view of its slot: the write
+// stores the view as that slot on the lock as this reconcile last read or wrote it.
+func (t *turn) updateStatus(ctx context.Context, lock *lockv1.DistributedLock) error {
+	if t.slot == nil {
+		return t.r.Client.Status().Update(ctx, lock)
+	}
+	real := storeSlot(t.slot, &lock.Status, t.in.g.present())
+	if err := t.r.Client.Status().Update(ctx, real); err != nil {
+		return err
+	}
+	lock.ResourceVersion, t.slot.real = real.ResourceVersion, real
 	return nil
 }
 

@@ -75,8 +75,8 @@ func (r *Reconciler) notOwnWrite(e event.TypedUpdateEvent[*lockv1.DistributedLoc
 	return !r.mem.ownWrite(lockKey(l.Namespace, l.Name), l.UID, l.ResourceVersion)
 }
 
-// podToLocks maps a pod event to the locks that select the pod or name it as holder. For a
-// lock whose published holder it is, it remembers an attested termination (so that a pod
+// podToLocks maps a pod event to the locks that select the pod or name it as holder (of
+// any slot). For a lock whose published holder it is (of its slot), it remembers an attested termination (so that a pod
 // deleted right after its containers stopped still counts as attested in that term) and
 // drops the memory when the event shows a container running; an event that shows the holder
 // not eligible restarts its continuous eligibility.
@@ -89,11 +89,11 @@ func (r *Reconciler) podToLocks(ctx context.Context, pod *corev1.Pod) []reconcil
 	stopped, running := attestedTerminated(pod, nil), anyRunning(pod)
 	reqs := make([]reconcile.Request, 0, len(locks))
 	for _, l := range locks {
-		if l.Status.HolderUID == pod.UID {
-			key := lockKey(l.Namespace, l.Name)
+		if i := l.Status.HeldSlot(pod.UID); i >= 0 {
+			key, token := slotKey(lockKey(l.Namespace, l.Name), i), l.Status.SlotView(i).FencingToken
 			switch {
 			case stopped:
-				r.mem.attest(key, l.UID, pod.UID, l.Status.FencingToken)
+				r.mem.attest(key, l.UID, pod.UID, token)
 			case running:
 				r.mem.unattest(key, l.UID, pod.UID)
 			}
@@ -132,12 +132,16 @@ func (r *Reconciler) nodeToLocks(ctx context.Context, node *corev1.Node) []recon
 	var reqs []reconcile.Request
 	for i := range locks.Items {
 		l := &locks.Items[i]
-		if l.Status.Holder == "" {
-			continue
-		}
-		var pod corev1.Pod
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Status.Holder}, &pod); err == nil && pod.Spec.NodeName == node.Name {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
+		for i := range l.Status.SlotCount() {
+			holder := l.Status.SlotView(i).Holder
+			if holder == "" {
+				continue
+			}
+			var pod corev1.Pod
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: holder}, &pod); err == nil && pod.Spec.NodeName == node.Name {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
+				break
+			}
 		}
 	}
 	return reqs

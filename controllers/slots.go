@@ -1,0 +1,185 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// A lock with spec.slots N > 1 is N terms (fenced slots, a semaphore whose every holder has
+// its own token). Each slot is judged by the one-slot rules unchanged: a turn of slot i sees
+// the lock with slot i's term as its status (lockv1.SlotView) and slot i's own etcd key, and
+// its status write stores that view back as slot i (lockv1.SetSlot) on the lock as last
+// written, with the resourceVersion as precondition. So attestation, Releasing and the lock
+// delay, the holder's own release (its annotation names its slot's token; tokens are etcd
+// revisions, so no two slots ever have the same one), restarts, history and the epoch all
+// hold per slot. What is across slots is decided here, by pure functions:
+//
+//   - slotCandidates: a pod holds at most one slot, so a slot's candidates are the lock's
+//     candidates less the pods another slot's published term names (in any phase). Slot turns
+//     run one after another in a reconcile, each on the status the previous one wrote, so two
+//     slots freed in one reconcile go to two pods.
+//   - retired: a slot at or above spec.slots (spec.slots lowered) is judged as a suspended
+//     lock: its term ends through Releasing and the lock delay (reason SlotRemoved, or sooner
+//     on proof), nothing is granted, and once it has no term and no key it leaves
+//     status.slots.
+//
+// Across the lock no more than N pods hold valid terms: each slot has one key, a slot's
+// term is granted only by its own key's create (guarded), and slot keys exist only for
+// indexes below spec.slots or listed slots ending through the delay.
+
+// slotKey is the engine lock name of slot i of the lock named key: the lock's own key for
+// slot 0, so that a lock grown from one slot keeps its term, and "<key>/slot/<i>" otherwise
+// (Kubernetes names contain no "/", so no lock's key is another's slot key).
+func slotKey(key string, i int32) string {
+	if i == 0 {
+		return key
+	}
+	return key + slotInfix + strconv.Itoa(int(i))
+}
+
+const slotInfix = "/slot/"
+
+// keyLock returns the namespace and name of the lock an engine lock name belongs to (its
+// own key or one of its slot keys).
+func keyLock(key string) (ns, name string, ok bool) {
+	ns, rest, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || rest == "" {
+		return "", "", false
+	}
+	name, slot, hasSlot := strings.Cut(rest, "/")
+	if hasSlot && !strings.HasPrefix("/"+slot, slotInfix) {
+		return "", "", false
+	}
+	return ns, name, name != ""
+}
+
+// slotIndex returns the slot of a slot key of the lock named key, or -1.
+func slotIndex(key, slot string) int32 {
+	rest, ok := strings.CutPrefix(slot, key+slotInfix)
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 1 || i >= lockv1.MaxSlots || strconv.Itoa(i) != rest {
+		return -1
+	}
+	return int32(i)
+}
+
+// isSlotLock reports whether a lock is judged slot by slot: more than one slot declared, or
+// slots still listed (spec.slots lowered to 1 while they end).
+func isSlotLock(l *lockv1.DistributedLock) bool {
+	return l.Spec.EffectiveSlots() > 1 || len(l.Status.Slots) > 0
+}
+
+// slotTurn is what a turn of one slot of a lock with several slots adds to a turn.
+type slotTurn struct {
+	index int32
+	// retired: the slot is at or above spec.slots: its term ends, nothing is granted.
+	retired bool
+	// real is the lock, every slot's status, as last read or written by this reconcile.
+	real *lockv1.DistributedLock
+	// others are the pods another slot's published term names.
+	others map[types.UID]int32
+}
+
+// slotView returns the one-slot lock that a turn of slot i judges, and the slot's state.
+func slotView(real *lockv1.DistributedLock, i int32) (*lockv1.DistributedLock, *slotTurn) {
+	v := real.DeepCopy()
+	v.Status = real.Status.SlotView(i)
+	s := &slotTurn{index: i, retired: i >= real.Spec.EffectiveSlots(), real: real, others: real.Status.Holders(i)}
+	if s.retired {
+		v.Spec.Suspend = true // grants nothing; a retired slot's term ends as a suspended lock's does
+	}
+	return v, s
+}
+
+// slotCandidates returns the candidates of a slot: pods, less those another slot's term
+// names.
+func slotCandidates(pods []corev1.Pod, others map[types.UID]int32) []corev1.Pod {
+	if len(others) == 0 {
+		return pods
+	}
+	out := make([]corev1.Pod, 0, len(pods))
+	for i := range pods {
+		if _, held := others[pods[i].UID]; !held {
+			out = append(out, pods[i])
+		}
+	}
+	return out
+}
+
+// storeSlot returns the lock with slot s's view st stored as that slot: a retired slot
+// without a term or key leaves the list; slotsHeld is recomputed.
+func storeSlot(s *slotTurn, st *lockv1.DistributedLockStatus, keyPresent bool) *lockv1.DistributedLock {
+	real := s.real.DeepCopy()
+	drop := s.retired && s.index > 0 && st.HolderUID == "" && !keyPresent
+	real.Status.SetSlot(s.index, *st, drop)
+	real.Status.SlotsHeld = ""
+	if n := real.Spec.EffectiveSlots(); n > 1 || len(real.Status.Slots) > 0 {
+		real.Status.SlotsHeld = real.Status.HeldSummary(n)
+	}
+	return real
+}
+
+// slotCount is how many slots a reconcile of the lock judges: those declared, those listed,
+// and any whose etcd key exists (a grant whose status write was lost before spec.slots was
+// lowered).
+func slotCount(l *lockv1.DistributedLock, key string, keys []string) int32 {
+	n := max(l.Spec.EffectiveSlots(), l.Status.SlotCount())
+	for _, k := range keys {
+		n = max(n, slotIndex(key, k)+1)
+	}
+	return n
+}
+
+// reconcileSlots runs one turn per slot, in index order, each on the lock as the previous
+// one left it; the finalizer goes once every slot's term has ended.
+func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.DistributedLock, fresh bool) (ctrl.Result, error) {
+	key := lockKey(lock.Namespace, lock.Name)
+	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	keys, err := r.Engine.LockKeys(ictx, key+slotInfix)
+	cancel()
+	if err != nil {
+		r.Metrics.etcdError("inspect")
+		return ctrl.Result{}, fmt.Errorf("list the slot keys of %s: %w", key, err)
+	}
+	real, drop := lock, true
+	var requeue time.Duration
+	for i := int32(0); i < slotCount(real, key, keys); i++ {
+		r.noteSlot(key, i)
+		t, res, err := r.runTurn(ctx, real, fresh, i)
+		if err != nil || t == nil {
+			return res, err
+		}
+		if t.slot.real != real {
+			real, fresh = t.slot.real, true // this turn's write: the lock as the API server has it
+		}
+		drop = drop && t.dropFinalizer
+		requeue = minPositive(requeue, t.requeue)
+	}
+	if drop && real.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.dropFinalizer(ctx, real)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// noteSlot remembers that the lock named key has a slot i, so that forget drops the slot's
+// memory too.
+func (r *Reconciler) noteSlot(key string, i int32) {
+	if i == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slots[key] = max(r.slots[key], i+1)
+}
