@@ -143,7 +143,7 @@ func (t *turn) adopt() {
 		// The restart fast path's grant, whose status write was lost: its old term ended for
 		// the reason the grant recorded.
 		t.event(nil, corev1.EventTypeNormal, e.Reason, "End", "term of %s (token %d) ended: %s", st.Holder, st.FencingToken, e.Reason)
-		t.r.Metrics.transition(e.Reason)
+		t.countTransition(e.Reason)
 		publishEnd(st, e.Reason, metav1.Now())
 	}
 	if st.HolderUID != "" && st.HolderUID != g.holderUID {
@@ -161,7 +161,7 @@ func (t *turn) adopt() {
 		// The ending turn's Event and transition went with its status write (they follow
 		// its acknowledgement): this turn reports the end instead (review 20f).
 		t.event(nil, corev1.EventTypeNormal, reason, "End", "term of %s (token %d) ended: %s", st.Holder, st.FencingToken, reason)
-		t.r.Metrics.transition(reason)
+		t.countTransition(reason)
 		publishEnd(st, reason, metav1.Now())
 	}
 	publishGrant(st, g.rec.Name, g, g.lease, lockv1.ReasonGranted, metav1.Now())
@@ -227,7 +227,7 @@ func (t *turn) keep(ctx context.Context) error {
 		return err
 	}
 	t.event(pod, corev1.EventTypeNormal, reason, "End", "term of %s (token %d) ended: %s; %s is eligible again and gets a new term", t.st.Holder, old, reason, pod.Name)
-	t.r.Metrics.transition(reason)
+	t.countTransition(reason)
 	publishEnd(&t.st, reason, metav1.Now())
 	if err := t.grantTo(ctx, pod, lockv1.ReasonGranted, nil); err != nil {
 		return err
@@ -247,7 +247,7 @@ func (t *turn) end(ctx context.Context, d decision) error {
 		}
 	}
 	t.event(nil, corev1.EventTypeNormal, d.reason, "End", "term of %s (token %d) ended: %s", t.st.Holder, t.st.FencingToken, d.reason)
-	t.r.Metrics.transition(d.reason)
+	t.countTransition(d.reason)
 	publishEnd(&t.st, d.reason, metav1.Now())
 	key, uid := t.key, t.lock.UID
 	t.onAck = append(t.onAck, func() { t.r.mem.termEnded(key, uid) })
@@ -306,7 +306,8 @@ func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string, ends
 		return errors.New("failpoint drop-status-after-grant: grant committed, status write dropped")
 	}
 	publishGrant(&t.st, pod.Name, g, g.lease, reason, metav1.Now())
-	t.r.Metrics.granted(reason, time.Since(t.trigger))
+	latency := time.Since(t.trigger)
+	t.onAck = append(t.onAck, func() { t.r.Metrics.granted(reason, latency) })
 	key, uid := t.key, t.lock.UID
 	t.onAck = append(t.onAck, func() {
 		if d, ok := t.r.mem.granted(key, uid); ok {
@@ -318,6 +319,13 @@ func (t *turn) grantTo(ctx context.Context, pod *corev1.Pod, reason string, ends
 	})
 	t.grantEvent(pod, reason, token)
 	return nil
+}
+
+// countTransition counts a term's end in lockwarden_transitions_total once the status write
+// that publishes it is acknowledged, as its Event is sent: a turn whose write is lost, and the
+// turn that then adopts its grant and reports the end, count it once.
+func (t *turn) countTransition(reason string) {
+	t.onAck = append(t.onAck, func() { t.r.Metrics.transition(reason) })
 }
 
 // updateRecord replaces the record on the current grant (guarded by token and election).
