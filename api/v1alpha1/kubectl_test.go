@@ -1,12 +1,17 @@
 package v1alpha1_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // TestKubectlDryRunSamples applies config/samples with the real kubectl 1.37 server-side.
@@ -122,4 +127,95 @@ func TestKubectlExplainFlows(t *testing.T) {
 			t.Errorf("kubectl explain distributedlock.spec breaks a sentence after %q (next line %q):\n%s", cur, next, spec)
 		}
 	}
+}
+
+// TestKubectlGetColumns shows `kubectl get distributedlocks` as a user sees it: the default
+// columns, and the Slots column (status.slotsHeld) with "held/N" for a lock of several slots.
+func TestKubectlGetColumns(t *testing.T) {
+	kubectl, err := env.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t)
+	ctx := context.Background()
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	for _, l := range []struct {
+		name   string
+		slots  int32
+		status lockv1.DistributedLockStatus
+	}{
+		{"one", 1, lockv1.DistributedLockStatus{Phase: lockv1.PhaseHeld, Holder: "p-0", HolderUID: "u0", FencingToken: 4, MaxFencingToken: 4,
+			ControllerEpoch: 1, EligibleCandidates: 2, AcquireTime: &now}},
+		{"pool", 3, lockv1.DistributedLockStatus{Phase: lockv1.PhaseHeld, Holder: "p-0", HolderUID: "u0", FencingToken: 5, MaxFencingToken: 5,
+			ControllerEpoch: 1, EligibleCandidates: 3, AcquireTime: &now, SlotsHeld: "2/3", Slots: []lockv1.SlotStatus{
+				{Index: 1, Phase: lockv1.PhaseHeld, Holder: "p-1", HolderUID: "u1", FencingToken: 9, MaxFencingToken: 9, AcquireTime: &now},
+				{Index: 2, Phase: lockv1.PhasePending, MaxFencingToken: 8},
+			}}},
+	} {
+		lock := &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: ns}, Spec: validSpec()}
+		lock.Spec.Slots = l.slots
+		if err := k8s.Create(ctx, lock); err != nil {
+			t.Fatalf("create %s: %v", l.name, err)
+		}
+		lock.Status = l.status
+		if err := k8s.Status().Update(ctx, lock); err != nil {
+			t.Fatalf("write %s's status: %v", l.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		head []string
+		rows map[string][]string // by NAME: the cells before AGE
+	}{
+		{[]string{"get", "distributedlocks"}, []string{"NAME", "HOLDER", "TOKEN", "PHASE", "SLOTS", "CANDIDATES", "AGE"},
+			map[string][]string{"one": {"one", "p-0", "4", "Held", "", "2"}, "pool": {"pool", "p-0", "5", "Held", "2/3", "3"}}},
+		{[]string{"get", "dlock", "-o", "wide"}, []string{"NAME", "HOLDER", "TOKEN", "PHASE", "SLOTS", "CANDIDATES", "STRATEGY", "LEASE", "REASON", "AGE"},
+			map[string][]string{"one": {"one", "p-0", "4", "Held", "", "2", "OldestReady", "15", ""}, "pool": {"pool", "p-0", "5", "Held", "2/3", "3", "OldestReady", "15", ""}}},
+	} {
+		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, tc.args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(tc.args, " "), err, out)
+		}
+		t.Logf("kubectl %s:\n%s", strings.Join(tc.args, " "), out)
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		if got := strings.Fields(lines[0]); strings.Join(got, " ") != strings.Join(tc.head, " ") {
+			t.Errorf("kubectl %s columns = %v, want %v", strings.Join(tc.args, " "), got, tc.head)
+			continue
+		}
+		if len(lines) != 1+len(tc.rows) {
+			t.Errorf("kubectl %s printed %d rows, want %d:\n%s", strings.Join(tc.args, " "), len(lines)-1, len(tc.rows), out)
+		}
+		for _, line := range lines[1:] {
+			cells := tableCells(lines[0], line)
+			want, ok := tc.rows[cells[0]]
+			if got := cells[:len(cells)-1]; !ok || strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("kubectl %s row %q = %q, want %q", strings.Join(tc.args, " "), cells[0], got, want)
+			}
+		}
+	}
+}
+
+// tableCells cuts a row of a kubectl table at the header's column starts (a cell may be empty).
+func tableCells(head, line string) []string {
+	var starts []int
+	for i := range head {
+		if head[i] != ' ' && (i == 0 || head[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	cells := make([]string, len(starts))
+	for k, s := range starts {
+		end := len(line)
+		if k+1 < len(starts) {
+			end = min(starts[k+1], len(line))
+		}
+		if s < len(line) {
+			cells[k] = strings.TrimSpace(line[s:end])
+		}
+	}
+	return cells
 }

@@ -27,7 +27,10 @@ from status: the controller counts the wait from the acknowledgement of its Rele
 on its own clock (and a controller that takes over starts a full wait again), so it waits at
 least this long, possibly longer. "due" means the estimate has run out. Proof that the holder
 stopped ends the wait at once: its own confirmation (` + lockv1.AnnotationHolderRelease + `) or
-its attested termination (every container reported terminated).`,
+its attested termination (every container reported terminated).
+
+A lock with more than one slot (spec.slots) shows one row per slot, NAME[i] for slot i, each
+with that slot's holder, token, phase and wait.`,
 		Example: `  kubectl dlock get
   kubectl dlock get -A
   kubectl dlock get payments-leader -n shop`,
@@ -86,12 +89,19 @@ func lockTable(locks []lockv1.DistributedLock, now time.Time, withNamespace bool
 	rows := [][]string{head}
 	for i := range sorted {
 		l := &sorted[i]
-		st := &l.Status
-		row := []string{l.Name, orDash(st.Holder), tokenText(st.FencingToken), orDash(string(st.Phase)), waitLeft(l, now), age(l.CreationTimestamp.Time, now)}
-		if withNamespace {
-			row = append([]string{l.Namespace}, row...)
+		n := slotCount(l)
+		for slot := range n {
+			name, sl := l.Name, l
+			if n > 1 {
+				name, sl = fmt.Sprintf("%s[%d]", l.Name, slot), slotLock(l, slot)
+			}
+			st := &sl.Status
+			row := []string{name, orDash(st.Holder), tokenText(st.FencingToken), orDash(string(st.Phase)), waitLeft(sl, now), age(l.CreationTimestamp.Time, now)}
+			if withNamespace {
+				row = append([]string{l.Namespace}, row...)
+			}
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
 	}
 	return rows
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -18,7 +19,8 @@ func newHistoryCommand(o *options) *cobra.Command {
 		Long: `history prints status.history of one lock, newest first: the last 10 terms, each with
 its fencing token, holder pod, start and end (UTC, as the controller recorded them; for
 display only) and the reason the term began (Granted, Regranted) or ended. A term an operator
-ended (kubectl dlock release, reason OperatorRelease) shows the operator's --reason after it.`,
+ended (kubectl dlock release, reason OperatorRelease) shows the operator's --reason after it.
+A lock with more than one slot (spec.slots) shows the terms of each slot, slot by slot.`,
 		Example: `  kubectl dlock history payments-leader -n shop`,
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -30,13 +32,35 @@ ended (kubectl dlock release, reason OperatorRelease) shows the operator's --rea
 			if err != nil {
 				return err
 			}
-			if len(l.Status.History) == 0 {
-				fmt.Fprintf(o.out, "lock %s/%s has no terms yet (phase %s).\n", l.Namespace, l.Name, orDash(string(l.Status.Phase)))
-				return nil
-			}
-			return printTable(o.out, historyTable(l.Status.History, time.Now()))
+			return writeHistory(o.out, l, time.Now())
 		},
 	}
+}
+
+// writeHistory prints the lock's history, one section per slot for a lock of several slots.
+func writeHistory(w io.Writer, l *lockv1.DistributedLock, now time.Time) error {
+	n := slotCount(l)
+	if n == 1 {
+		if len(l.Status.History) == 0 {
+			fmt.Fprintf(w, "lock %s/%s has no terms yet (phase %s).\n", l.Namespace, l.Name, orDash(string(l.Status.Phase)))
+			return nil
+		}
+		return printTable(w, historyTable(l.Status.History, now))
+	}
+	fmt.Fprintf(w, "lock %s/%s: %d slots, each with terms of its own\n", l.Namespace, l.Name, l.Spec.EffectiveSlots())
+	for slot := range n {
+		v := l.Status.SlotView(slot)
+		fmt.Fprintf(w, "\nslot %d%s:", slot, removedNote(l, slot))
+		if len(v.History) == 0 {
+			fmt.Fprintf(w, " no terms yet (phase %s).\n", orDash(string(v.Phase)))
+			continue
+		}
+		fmt.Fprintln(w)
+		if err := printTable(w, historyTable(v.History, now)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // historyTable is history's table, in status order (newest first).
