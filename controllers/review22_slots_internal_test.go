@@ -52,7 +52,7 @@ func TestReview22RetiredSlotDiscardsUnpublishedGrant(t *testing.T) {
 			v, s := slotView(real, 1)
 			st := v.Status.DeepCopy()
 			publishGrant(st, "b", in.g, 1, lockv1.ReasonGranted, metav1.Now())
-			after := storeSlot(s, st, true)
+			after, _ := storeSlot(s, st, true)
 			held := 0
 			for i := range after.Status.SlotCount() {
 				if after.Status.SlotView(i).Phase == lockv1.PhaseHeld {
@@ -93,7 +93,7 @@ func TestReview22PreferredPreemptsOneSlot(t *testing.T) {
 		st := in.status.DeepCopy()
 		publishReleasing(st, d.reason)
 		s.real = real
-		real = storeSlot(s, st, true)
+		real, _ = storeSlot(s, st, true)
 	}
 	if preempted != 1 {
 		t.Errorf("one preferred pod without a slot preempted %d slots' terms, want 1: %s", preempted, real.Status.SlotsHeld)
