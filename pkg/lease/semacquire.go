@@ -13,6 +13,11 @@ import (
 // changed a slot key meanwhile, so a few rounds decide, and it returns at once.
 const maxSlotTries = 4
 
+// errLeftEntry says that the queue entry a failed call of this session left
+// is still there and its delete has not got through yet: the caller backs
+// off and tries again.
+var errLeftEntry = errors.New("lease: a semaphore queue entry an earlier call left is still being deleted")
+
 // semCall is one AcquireSlot or TryAcquireSlot call.
 type semCall struct {
 	s      *Session
@@ -44,6 +49,9 @@ func (s *Session) acquireSlot(ctx context.Context, name, holder string, n int, o
 	}
 	if g := len(cfg.guards); g+slotCmps+2 > s.eng.maxTxnOps {
 		return nil, invalidf("%d guard compares and the slot grant's %d operations exceed the %d operations per transaction", g, slotCmps+2, s.eng.maxTxnOps)
+	}
+	if r := semReadOps(n); r > s.eng.maxTxnOps {
+		return nil, invalidf("reading %d slots takes %d operations, above the %d per transaction", n, r, s.eng.maxTxnOps)
 	}
 	if err := s.claim(ctx, semMark(name)); err != nil {
 		return nil, err
@@ -193,7 +201,7 @@ func (c *semCall) wait(ctx context.Context) (*SlotLock, error) {
 		}
 		if c.queued && c.rev == 0 {
 			if err := c.enqueue(ctx); err != nil {
-				if !unknownOutcome(err) && !overloaded(err) {
+				if !unknownOutcome(err) && !overloaded(err) && !errors.Is(err, errLeftEntry) {
 					return nil, err
 				}
 				s.backoff(ctx)
@@ -306,8 +314,12 @@ func (c *semCall) enqueue(ctx context.Context) error {
 			return nil
 		}
 		if s.leftoverAt(c.entry) {
-			s.cleanNow(ctx, c.entry)
-			continue
+			// A failed call of this session left it and the session is
+			// deleting it; this call holds the mark, so it deletes it.
+			if s.cleanNow(ctx, c.entry) {
+				continue
+			}
+			return errLeftEntry
 		}
 		_, err = s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.entry), "=", kv.CreateRevision)).

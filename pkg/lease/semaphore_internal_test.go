@@ -86,3 +86,16 @@ func TestSemStateDecisions(t *testing.T) {
 		t.Errorf("mine() on another lease = %d, want -1", got)
 	}
 }
+
+// The op count that AcquireSlot checks against the engine's max txn ops is
+// the read's.
+func TestSemReadOps(t *testing.T) {
+	e := &Engine{prefix: "/p"}
+	for _, n := range []int{1, 3, MaxSlots} {
+		for _, entry := range []string{"", "/p/semaphores/s/1"} {
+			if got, want := len(e.semReads("s", n, entry, 5)), semReadOps(n); got != want {
+				t.Errorf("len(semReads(n=%d, entry %q)) = %d, want semReadOps = %d", n, entry, got, want)
+			}
+		}
+	}
+}

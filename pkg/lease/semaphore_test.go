@@ -210,7 +210,7 @@ func TestSemaphoreAtMostN(t *testing.T) {
 	const (
 		slots       = 3
 		contenders  = 12
-		rounds      = 8
+		rounds      = 25
 		ttl         = 5 * time.Second
 		semaphore   = "pool"
 		maxHoldTime = 3 * time.Millisecond
@@ -492,6 +492,11 @@ func TestSemaphoreRefusals(t *testing.T) {
 				t.Errorf("AcquireSlot(%q, %q, %d) = %v, want ErrInvalid", tc.sem, tc.holder, tc.n, err)
 			}
 		})
+	}
+	// An engine whose transactions are too small for the read of n slots.
+	small := e.session(lease.NewEngine(e.cli, lease.WithPrefix(prefix(t)), lease.WithMaxTxnOps(8)), 10*time.Second)
+	if _, err := small.TryAcquireSlot(ctx(t), "sem", "h", 3); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("TryAcquireSlot(n=3) with 8 ops per transaction = %v, want ErrInvalid", err)
 	}
 	if ks := keys(t, e.cli); len(ks) != 0 {
 		t.Fatalf("keys after refused calls = %v, want none", ks)

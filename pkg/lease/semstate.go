@@ -107,6 +107,9 @@ func (st semState) mismatch(name string, n int) error {
 	return check("the waiter", st.oldest)
 }
 
+// semReadOps is the number of operations of semReads for n slots.
+func semReadOps(n int) int { return 2 + 2*n + 2 }
+
 // semReads are the reads of a semState, waiter's or (entry "") TryAcquireSlot's;
 // parseSem parses their answers.
 func (e *Engine) semReads(name string, n int, entry string, rev int64) []clientv3.Op {
