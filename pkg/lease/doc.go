@@ -25,6 +25,27 @@
 // was lost returns an error wrapping ErrUnknownOutcome, and the caller
 // settles it by reading again.
 //
+// # Semaphores
+//
+// Session.AcquireSlot takes one of n slots of a semaphore (n at most
+// MaxSlots), blocking in FIFO order; TryAcquireSlot fails at once with
+// ErrLocked when every slot is held or a waiter queues:
+//
+//	l, err := s.AcquireSlot(ctx, "exports", "worker-1", 3) // a *SlotLock
+//	defer l.Release(ctx)
+//	// l.Index() is the slot, l.Token() the slot's fencing token.
+//
+// Slot i is the lock named SlotKey(name, i) ("name" for slot 0,
+// "name/slot/<i>" otherwise, as the controller names a DistributedLock's
+// slots), and a *SlotLock is that lock's *Lock with everything above:
+// validity, Done, Release, guarded writes. Never more than n slot keys exist
+// at once, and each slot's tokens grow across its grants; tokens of
+// different slots are unrelated, so fence per slot. A slot is held until its
+// key is deleted: an ex-holder whose key lingers (its lease not yet expired)
+// still counts. Callers that disagree on n are refused with ErrInvalid once
+// one of them sees the other's keys; the holders never exceed the largest n
+// in use. semaphore.go states the rule and why it holds.
+//
 // # Guarantees
 //
 // Token. A lock's grant is its lock key, or, for a blocking Acquire that

@@ -34,6 +34,10 @@ const maxKeyLen = 1024
 //	                                 the oldest is the grant when P/locks/k and
 //	                                 the tombstone are absent (owner.go)
 //	P/tombstones/k                   lock-delay after ForceRelease
+//	P/semaphores/<escaped s>/<lease hex>  blocking AcquireSlot waiters of the
+//	                                 semaphore s, FIFO by CreateRevision; never
+//	                                 a grant: a slot's grant is the lock key of
+//	                                 SlotKey(s, i) (semaphore.go)
 //	P/fences/k                       a ForceRelease's freshness marker (seconds)
 //	P/idle                           never written: waiting sessions keep one
 //	                                 idle watch on it (keepWatchStream)
@@ -131,6 +135,16 @@ func (e *Engine) queueDir(key string) string {
 
 func (e *Engine) queuePath(key string, id clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%016x", e.queueDir(key), int64(id))
+}
+
+// semDir is the range prefix of the semaphore name's waiters, ending in "/";
+// the name is escaped as in queueDir.
+func (e *Engine) semDir(name string) string {
+	return e.prefix + "/semaphores/" + url.PathEscape(name) + "/"
+}
+
+func (e *Engine) semPath(name string, id clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%016x", e.semDir(name), int64(id))
 }
 
 // validateKey checks a lock name: a relative, clean, printable path that

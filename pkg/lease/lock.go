@@ -31,6 +31,7 @@ type Lock struct {
 	path   string
 	token  int64
 	holder string
+	slots  int // the semaphore's slot count for a slot's Lock (kept by Update), else 0
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -48,7 +49,7 @@ type Lock struct {
 // entry that became the grant) with token.
 func (s *Session) newLock(key, path string, token int64, v value) *Lock {
 	l := &Lock{
-		s: s, key: key, path: path, token: token, holder: v.Holder, record: v.Record,
+		s: s, key: key, path: path, token: token, holder: v.Holder, record: v.Record, slots: v.Slots,
 		done: make(chan struct{}), exited: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
@@ -216,7 +217,7 @@ func (l *Lock) Update(ctx context.Context, record json.RawMessage, opts ...LockO
 	sent := now()
 	resp, err := l.s.cli.Txn(ctx).
 		If(append([]clientv3.Cmp{l.IsOwner()}, cfg.guards...)...).
-		Then(clientv3.OpPut(l.path, value{Holder: l.holder, Record: record}.encode(), clientv3.WithIgnoreLease())).
+		Then(clientv3.OpPut(l.path, value{Holder: l.holder, Record: record, Slots: l.slots}.encode(), clientv3.WithIgnoreLease())).
 		Else(clientv3.OpGet(l.path, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil {

@@ -19,6 +19,10 @@ type value struct {
 	// wrote: clean-up deletes only the former, a new waiter never takes the
 	// place of the former.
 	Call string `json:"call,omitempty"`
+	// Slots is the slot count of the semaphore whose slot key or queue
+	// entry this is (AcquireSlot), 0 for any other key: a caller that
+	// reads another count refuses (semaphore.go).
+	Slots int `json:"slots,omitempty"`
 }
 
 // newCallID returns a random call ID: unique across calls, sessions and

@@ -34,7 +34,30 @@ func (e *Engine) staleEntries(ctx context.Context, id clientv3.LeaseID) ([]lefto
 		}
 		los = append(los, leftover{key: name, path: path, upTo: resp.Revision})
 	}
+	// A semaphore's queue entry is never a grant (semaphore.go): every one
+	// on the lease belongs to a call that died.
+	for name, path := range e.semEntries(resp.Keys) {
+		los = append(los, leftover{key: semMark(name), path: path, upTo: resp.Revision})
+	}
 	return los, nil
+}
+
+// semEntries returns the semaphore queue entries among a lease's attached
+// keys, by semaphore name.
+func (e *Engine) semEntries(keys [][]byte) map[string]string {
+	root := e.prefix + "/semaphores/"
+	entries := make(map[string]string)
+	for _, k := range keys {
+		rest, ok := strings.CutPrefix(string(k), root)
+		if !ok {
+			continue
+		}
+		esc, _, ok := strings.Cut(rest, "/")
+		if name, err := url.PathUnescape(esc); ok && err == nil {
+			entries[name] = string(k)
+		}
+	}
+	return entries
 }
 
 // split sorts a lease's attached keys into lock keys and queue entries (by

@@ -87,7 +87,7 @@ func (e *Engine) NewSession(ctx context.Context, ttl time.Duration, opts ...Sess
 // ResumeSession takes over the lease id, for example after a restart, and
 // starts renewing it. Its lock keys stay held: they are the resumer's to
 // Adopt (a *Lock for each) or release (Engine.Release); Session.Keys lists
-// them. Its queue entries belong to Acquire calls that died with the process
+// them. Its queue entries (of Acquire and AcquireSlot) belong to calls that died with the process
 // that made them: the new session deletes them (guarded by their
 // CreateRevision and the lease), so that they block no one. The
 // lease's granted TTL must be at least MinTTL. A lease that is gone yields

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"reflect"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -65,7 +66,8 @@ func (s *Session) waitGone(ctx context.Context, since int64, seen *instant, kvs 
 		}
 		*seen = sent
 	}
-	// At most two keys are watched (the lock and its tombstone).
+	// A mutex waiter watches at most two keys (the lock and its tombstone);
+	// a semaphore's oldest waiter watches one key per slot (recvAny).
 	var c0, c1 clientv3.WatchChan = chans[0], nil
 	if len(chans) > 1 {
 		c1 = chans[1]
@@ -74,13 +76,21 @@ func (s *Session) waitGone(ctx context.Context, since int64, seen *instant, kvs 
 		var wr clientv3.WatchResponse
 		var ok bool
 		var kv *mvccpb.KeyValue
-		select {
-		case <-wctx.Done():
-			return false, 0, ctx.Err()
-		case wr, ok = <-c0:
-			kv = kvs[0]
-		case wr, ok = <-c1:
-			kv = kvs[1]
+		if len(chans) > 2 {
+			var i int
+			if i, wr, ok = recvAny(wctx, chans); i < 0 {
+				return false, 0, ctx.Err()
+			}
+			kv = kvs[i]
+		} else {
+			select {
+			case <-wctx.Done():
+				return false, 0, ctx.Err()
+			case wr, ok = <-c0:
+				kv = kvs[0]
+			case wr, ok = <-c1:
+				kv = kvs[1]
+			}
 		}
 		if !ok || wr.Canceled || wr.Err() != nil {
 			return false, 0, ctx.Err()
@@ -91,6 +101,25 @@ func (s *Session) waitGone(ctx context.Context, since int64, seen *instant, kvs 
 			}
 		}
 	}
+}
+
+// recvAny receives from whichever of chans is ready first, returning its
+// index, or -1 when ctx ends first.
+func recvAny(ctx context.Context, chans []clientv3.WatchChan) (int, clientv3.WatchResponse, bool) {
+	cases := make([]reflect.SelectCase, 0, len(chans)+1)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	for _, c := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	i, v, ok := reflect.Select(cases)
+	if i == 0 {
+		return -1, clientv3.WatchResponse{}, false
+	}
+	var wr clientv3.WatchResponse
+	if ok {
+		wr, _ = v.Interface().(clientv3.WatchResponse) // a WatchChan carries nothing else
+	}
+	return i - 1, wr, ok
 }
 
 // keepWatchStream keeps one idle watch open for the session's life once a
