@@ -13,6 +13,7 @@ import (
 // term is one period of leadership under one token.
 type term struct {
 	token  int64
+	slot   int             // the slot index the term is of (slot.go)
 	writer string          // the writer ID drawn for this term (writer.go)
 	ctx    context.Context // OnStartedLeading's, carrying writer; cancelled when the term ends
 	cancel context.CancelFunc
@@ -248,7 +249,7 @@ func endReason(st *lockv1.DistributedLockStatus, me types.UID) string {
 // start opens a term of token until deadline.
 func (l *loop) start(token int64, deadline instant) {
 	w := l.e.drawWriter()
-	ctx, cancel := context.WithCancel(withWriter(l.ctx, w))
+	ctx, cancel := context.WithCancel(withSlot(withWriter(l.ctx, w), 0))
 	l.term = &term{token: token, writer: w, ctx: ctx, cancel: cancel}
 	l.e.led.Store(&termView{token: token, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
@@ -263,7 +264,7 @@ func (l *loop) extend(deadline instant) {
 	if v := l.e.led.Load(); v != nil && deadline <= v.deadline {
 		return
 	}
-	l.e.led.Store(&termView{token: l.term.token, deadline: deadline})
+	l.e.led.Store(&termView{token: l.term.token, slot: l.term.slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 }
 
