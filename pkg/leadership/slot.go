@@ -2,6 +2,10 @@ package leadership
 
 import (
 	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // A lock with spec.slots N > 1 has N terms, one per slot (api/v1alpha1 slots.go): slot 0 is
@@ -40,4 +44,86 @@ func SlotOf(ctx context.Context) int {
 // withSlot is a term's context carrying its slot index.
 func withSlot(ctx context.Context, slot int) context.Context {
 	return context.WithValue(ctx, termSlotKey{}, slot)
+}
+
+// slotOf returns the slot whose term the elector judges an observation by for pod me: the
+// slot whose term names me, a Held one before one in another phase, the lowest index first
+// (the controller lets a pod hold one slot at a time); slot 0 when no slot names me, which
+// is the whole status of a one-slot lock.
+func slotOf(st *lockv1.DistributedLockStatus, me types.UID) int32 {
+	if me == "" {
+		return 0
+	}
+	named := int32(-1)
+	for i := range st.SlotCount() {
+		t, _ := termOf(st, i)
+		if t.uid != me {
+			continue
+		}
+		if t.phase == lockv1.PhaseHeld {
+			return i
+		}
+		if named < 0 {
+			named = i
+		}
+	}
+	return max(named, 0)
+}
+
+// slotTerm is the part of a slot's term that orders and picks observations.
+type slotTerm struct {
+	uid             types.UID
+	phase           lockv1.Phase
+	token, maxToken int64
+}
+
+// termOf returns slot i's term without copying the slot's view, and whether st lists slot i
+// (slot 0 always).
+func termOf(st *lockv1.DistributedLockStatus, i int32) (slotTerm, bool) {
+	if i == 0 {
+		return slotTerm{uid: st.HolderUID, phase: st.Phase, token: st.FencingToken, maxToken: st.MaxFencingToken}, true
+	}
+	for k := range st.Slots {
+		if e := &st.Slots[k]; e.Index == i {
+			return slotTerm{uid: e.HolderUID, phase: e.Phase, token: e.FencingToken, maxToken: e.MaxFencingToken}, true
+		}
+	}
+	return slotTerm{}, false
+}
+
+// slotTokens returns, for every slot st lists (slot 0 always), the higher of its
+// maxFencingToken and its fencingToken, raised to seen's for that slot.
+func slotTokens(st *lockv1.DistributedLockStatus, seen map[int32]int64) map[int32]int64 {
+	m := make(map[int32]int64, len(st.Slots)+1)
+	m[0] = max(st.MaxFencingToken, st.FencingToken, seen[0])
+	for k := range st.Slots {
+		e := &st.Slots[k]
+		m[e.Index] = max(e.MaxFencingToken, e.FencingToken, seen[e.Index])
+	}
+	return m
+}
+
+// stale reports whether an observation of status st, on the incarnation of the lock whose
+// highest token per slot so far is seen, is older than one already accepted: a slot's
+// maxFencingToken below the highest token seen in that slot, or a slot Held under a token
+// below it. Each slot is judged by its own tokens alone (another slot's are another key's
+// revisions). Slot 0 is judged so always, as a one-slot lock is. A slot above 0 is judged
+// only when it is listed and newer is false (the observation's resourceVersion does not order
+// it after every accepted one): the API server lets a listed slot's maxFencingToken only grow,
+// so a lower one at a newer resourceVersion is a slot removed and listed again, whose tokens
+// start over.
+func stale(st *lockv1.DistributedLockStatus, seen map[int32]int64, newer bool) bool {
+	for i, top := range seen {
+		if i > 0 && newer {
+			continue
+		}
+		t, listed := termOf(st, i)
+		if !listed {
+			continue
+		}
+		if t.maxToken < top || (t.phase == lockv1.PhaseHeld && t.token < top) {
+			return true
+		}
+	}
+	return false
 }
