@@ -50,6 +50,9 @@ type input struct {
 	// others are the pods another slot's published term names (slots.go): a pod holds at
 	// most one slot of a lock.
 	others map[types.UID]int32
+	// openSlot: another slot of the lock has no term or is Releasing (slots.go): the
+	// preferred pod gets that slot, and Preferred preempts no other for it.
+	openSlot bool
 }
 
 // evidence is what is known about the published holder.
@@ -174,6 +177,12 @@ func decideUnpublished(in *input) decision {
 		// created again before a turn found it gone): this object never published it, so no
 		// pod leads by it for this lock, and adopting it would publish the old lock's holder
 		// and token.
+		return decision{verb: actDiscard}
+	}
+	if in.retired {
+		// A grant of a slot at or above spec.slots (decided before spec.slots was lowered,
+		// whose status write was lost): a removed slot grants nothing, and no pod leads by
+		// an unpublished grant (review 22).
 		return decision{verb: actDiscard}
 	}
 	if _, held := in.others[in.g.holderUID]; held {

@@ -79,7 +79,9 @@ func termEnd(in *input) ending {
 // continuously eligible for the lock delay.
 func preemption(in *input) (string, time.Duration) {
 	p := preferredPod(in.spec, in.pods)
-	if p == nil || p.UID == in.status.HolderUID || !eligibility.Eligible(p) {
+	if p == nil || p.UID == in.status.HolderUID || !eligibility.Eligible(p) || in.openSlot {
+		// in.openSlot: a lock of several slots preempts one slot for the preferred pod, and
+		// none while another is free or ending (that one goes to it; review 22)
 		return "", 0
 	}
 	delay := time.Duration(in.spec.EffectiveLockDelaySeconds()) * time.Second

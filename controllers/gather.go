@@ -25,7 +25,7 @@ func (t *turn) gather(ctx context.Context) error {
 	in.epoch = t.r.Election.Token()
 	in.release = readReleases(t.lock.Annotations)
 	if t.slot != nil {
-		in.retired, in.others = t.slot.retired, t.slot.others
+		t.slot.into(in)
 	}
 	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	h, err := t.r.Engine.Inspect(ictx, t.key)

@@ -22,7 +22,7 @@ import (
 // shows a pod the published status no longer grants. A failure is reported and does not hold
 // the status write back: routing must never delay the end of a term.
 func (t *turn) routeBefore(ctx context.Context) {
-	if t.lock.Spec.Routing == nil {
+	if t.lock.Spec.Routing == nil || !t.routes() {
 		return
 	}
 	listed, known := t.r.routes.listed(t.key)
@@ -36,6 +36,12 @@ func (t *turn) routeBefore(ctx context.Context) {
 	}
 	t.syncRoute(ctx, &lockv1.DistributedLockStatus{Phase: lockv1.PhaseReleasing})
 }
+
+// routes reports whether this turn keeps the lock's EndpointSlice: routing follows slot 0
+// alone. The API server admits spec.routing only with one slot, but a lock lowered to one
+// slot with routing set in the same edit still ends its other slots: their turns must not
+// list or unlist slot 0's holder (review 22).
+func (t *turn) routes() bool { return t.slot == nil || t.slot.index == 0 }
 
 // listedNow is the pod UID the lock's EndpointSlice lists, read uncached; "" for none. A
 // failed read answers a UID no status holds, so that the slice is emptied.
@@ -59,6 +65,9 @@ func (t *turn) listedNow(ctx context.Context) types.UID {
 
 // routeAfter makes the slice list what the status just written (or left as it was) grants.
 func (t *turn) routeAfter(ctx context.Context) {
+	if !t.routes() {
+		return
+	}
 	if t.lock.Spec.Routing == nil {
 		// spec.routing removed: drop what this replica listed, or (first turn of the lock in
 		// this replica) what another may have left

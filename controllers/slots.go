@@ -90,17 +90,41 @@ type slotTurn struct {
 	real *lockv1.DistributedLock
 	// others are the pods another slot's published term names.
 	others map[types.UID]int32
+	// openSlot: another slot below spec.slots has no term or is Releasing, so a pod
+	// waiting for a slot gets that one: Preferred preempts no further slot for it.
+	openSlot bool
+	// dropped: this turn's status write removed the slot from status.slots.
+	dropped bool
 }
 
 // slotView returns the one-slot lock that a turn of slot i judges, and the slot's state.
 func slotView(real *lockv1.DistributedLock, i int32) (*lockv1.DistributedLock, *slotTurn) {
 	v := real.DeepCopy()
 	v.Status = real.Status.SlotView(i)
-	s := &slotTurn{index: i, retired: i >= real.Spec.EffectiveSlots(), real: real, others: real.Status.Holders(i)}
+	s := &slotTurn{index: i, retired: i >= real.Spec.EffectiveSlots(), real: real, others: real.Status.Holders(i), openSlot: openSlot(&real.Status, i, real.Spec.EffectiveSlots())}
 	if s.retired {
 		v.Spec.Suspend = true // grants nothing; a retired slot's term ends as a suspended lock's does
 	}
 	return v, s
+}
+
+// into gives a turn's input what the slot adds to it.
+func (s *slotTurn) into(in *input) {
+	in.retired, in.others, in.openSlot = s.retired, s.others, s.openSlot
+}
+
+// openSlot reports whether a slot of the n declared, other than except, has no term or is
+// Releasing (its term ends, and the slot goes to the next candidate).
+func openSlot(st *lockv1.DistributedLockStatus, except, n int32) bool {
+	for j := range n {
+		if j == except {
+			continue
+		}
+		if v := st.SlotView(j); v.HolderUID == "" || v.Phase == lockv1.PhaseReleasing {
+			return true
+		}
+	}
+	return false
 }
 
 // slotCandidates returns the candidates of a slot: pods, less those another slot's term
@@ -119,8 +143,8 @@ func slotCandidates(pods []corev1.Pod, others map[types.UID]int32) []corev1.Pod 
 }
 
 // storeSlot returns the lock with slot s's view st stored as that slot: a retired slot
-// without a term or key leaves the list; slotsHeld is recomputed.
-func storeSlot(s *slotTurn, st *lockv1.DistributedLockStatus, keyPresent bool) *lockv1.DistributedLock {
+// without a term or key leaves the list (reported by the bool); slotsHeld is recomputed.
+func storeSlot(s *slotTurn, st *lockv1.DistributedLockStatus, keyPresent bool) (*lockv1.DistributedLock, bool) {
 	real := s.real.DeepCopy()
 	drop := s.retired && s.index > 0 && st.HolderUID == "" && !keyPresent
 	real.Status.SetSlot(s.index, *st, drop)
@@ -128,7 +152,7 @@ func storeSlot(s *slotTurn, st *lockv1.DistributedLockStatus, keyPresent bool) *
 	if n := real.Spec.EffectiveSlots(); n > 1 || len(real.Status.Slots) > 0 {
 		real.Status.SlotsHeld = real.Status.HeldSummary(n)
 	}
-	return real
+	return real, drop
 }
 
 // slotCount is how many slots a reconcile of the lock judges: those declared, those listed,

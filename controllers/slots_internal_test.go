@@ -50,8 +50,9 @@ func slotInput(real *lockv1.DistributedLock, i int32, pods []corev1.Pod) (input,
 	v, s := slotView(real, i)
 	in := input{
 		spec: &v.Spec, status: &v.Status, uid: v.UID, epoch: 5, rev: 1000, fresh: true,
-		pods: slotCandidates(pods, s.others), selector: labels.Everything(), retired: s.retired, others: s.others,
+		pods: slotCandidates(pods, s.others), selector: labels.Everything(),
 	}
+	s.into(&in)
 	if st := in.status; st.HolderUID != "" {
 		in.g = grant{holderUID: st.HolderUID, token: st.FencingToken, rec: record{Name: st.Holder, Phase: st.Phase, Strategy: lockv1.StrategyOldestReady, LeaseSeconds: 10,
 			Containers: []containerMark{{Name: "app", ID: "containerd://app-0"}}}}
@@ -87,7 +88,8 @@ func grantSlot(real *lockv1.DistributedLock, s *slotTurn, in *input, pod *corev1
 	st := in.status.DeepCopy()
 	publishGrant(st, pod.Name, grant{holderUID: pod.UID, token: token, rec: record{LeaseSeconds: 10}}, 1, lockv1.ReasonGranted, metav1.Now())
 	s.real = real
-	return storeSlot(s, st, true)
+	l, _ := storeSlot(s, st, true)
+	return l
 }
 
 func TestDecideSlots(t *testing.T) {
@@ -134,7 +136,7 @@ func TestDecideSlots(t *testing.T) {
 			publishEnd(st, d.reason, metav1.Now())
 			publishGrant(st, d.next.Name, grant{holderUID: d.next.UID, token: 200 + int64(i), rec: record{LeaseSeconds: 10}}, 1, lockv1.ReasonGranted, metav1.Now())
 			s.real = real
-			real = storeSlot(s, st, true)
+			real, _ = storeSlot(s, st, true)
 		}
 		if next[0] != "d" || next[1] != "e" {
 			t.Errorf("slots 1, 2 granted to %v, want [d e]", next)
@@ -196,11 +198,11 @@ func TestDecideSlots(t *testing.T) {
 		st := in.status.DeepCopy()
 		publishEnd(st, lockv1.ReasonSlotRemoved, metav1.Now())
 		st.Phase = lockv1.PhaseSuspended
-		if kept := storeSlot(s, st, true); kept.Status.SlotCount() != 3 {
-			t.Errorf("slot 2 stored with its key present: %d slots, want it still listed", kept.Status.SlotCount())
+		if kept, dropped := storeSlot(s, st, true); kept.Status.SlotCount() != 3 || dropped {
+			t.Errorf("slot 2 stored with its key present: %d slots (dropped %v), want it still listed", kept.Status.SlotCount(), dropped)
 		}
-		real = storeSlot(s, st, false)
-		if real.Status.SlotCount() != 2 || real.Status.HeldSlot("uid-c") != -1 {
+		real, dropped := storeSlot(s, st, false)
+		if real.Status.SlotCount() != 2 || real.Status.HeldSlot("uid-c") != -1 || !dropped {
 			t.Errorf("after slot 2 ended: %+v, want slot 2 gone", real.Status.Slots)
 		}
 		if real.Status.SlotsHeld != "1/1" {

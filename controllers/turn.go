@@ -178,10 +178,11 @@ func (t *turn) updateStatus(ctx context.Context, lock *lockv1.DistributedLock) e
 	if t.slot == nil {
 		return t.r.Client.Status().Update(ctx, lock)
 	}
-	real := storeSlot(t.slot, &lock.Status, t.in.g.present())
+	real, dropped := storeSlot(t.slot, &lock.Status, t.in.g.present())
 	if err := t.r.Client.Status().Update(ctx, real); err != nil {
 		return err
 	}
+	t.slot.dropped = dropped
 	lock.ResourceVersion, t.slot.real = real.ResourceVersion, real
 	return nil
 }
@@ -197,6 +198,12 @@ func (t *turn) acknowledged() {
 	t.onAck, t.events = nil, nil
 	if t.regressed == "" {
 		t.r.clearRegression(t.key)
+	}
+	if t.slot != nil && t.slot.dropped {
+		t.r.forgetKey(t.key) // a removed slot: nothing of its key is needed again
+	}
+	if t.slot != nil && t.slot.index > 0 {
+		return // lockwarden_locks counts locks, by slot 0's phase
 	}
 	t.r.mu.Lock()
 	t.r.Metrics.setPhases(t.r.setPhase(t.key, t.st.Phase)) // under r.mu, as in forget
