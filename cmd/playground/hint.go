@@ -55,8 +55,12 @@ The playground keeps running. In another terminal, from %s:
   kubectl dlock history %s
   kubectl dlock release %s --reason "try it"%s   # ends %s's term: Releasing, then the %s lock delay
   kubectl wait dlock/%s --for=jsonpath='{.status.holder}'=%s --timeout=2m   # returns once %s holds it
+  kubectl dlock get %s   # one row per slot: NAME[i], its holder and token (docs/slots.md)
+  kubectl delete pod $(kubectl get dlock %s -o jsonpath='{.status.slots[0].holder}')   # slot 1's term ends at once; no pod waits, so it stays Pending (Slots 2/3)
+  kubectl dlock history %s   # a section per slot
 The manager serves http://%s/metrics and http://%s/readyz (and /healthz).
 Logs of every process (kube-apiserver, its etcd, lockwarden's etcd, the manager, the ledger and
 each worker) are in ./.playground/*.log. Ctrl-C stops everything and removes ./.playground.`,
-		root, kubeconfig, lock, lock, lock, lock, shellLock, prefer, reports.holder, fmt.Sprintf("%d s", reports.delay), shellLock, other, other, metricsAt, probesAt)
+		root, kubeconfig, lock, lock, lock, lock, shellLock, prefer, reports.holder, fmt.Sprintf("%d s", reports.delay), shellLock, other, other,
+		slotLock, slotLock, slotLock, metricsAt, probesAt)
 }

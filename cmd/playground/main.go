@@ -1,10 +1,13 @@
 // Command playground runs lockwarden on one machine: a local control plane from real
 // binaries (kube-apiserver and etcd built into ./bin), the lockwarden manager against its own
 // etcd, the sample locks, a fenced ledger and three fenced workers playing the candidate pods
-// of the payments-leader lock. No kubelet runs here: the playground sets the pods' status from
-// its worker processes, as a kubelet would. It shows a failover live, with the ledger refusing
-// the old leader's token. `make run` starts it; Ctrl-C stops everything it started and removes
-// its files. `make run ARGS=--demo-and-exit` runs to one failover and exits.
+// of the payments-leader lock, and five more playing the candidates of ingest-shards, a lock
+// of three slots, each writing to its slot's shard of a sharded ledger. No kubelet runs here:
+// the playground sets the pods' status from its worker processes, as a kubelet would. It shows
+// a failover live, with the ledger refusing the old leader's token, then two slots moving to
+// the waiting pods, with the slot's shard refusing its ex-holder's token. `make run` starts
+// it; Ctrl-C stops everything it started and removes its files. `make run
+// ARGS=--demo-and-exit` runs to the end of the slot demo and exits.
 package main
 
 import (
@@ -35,7 +38,7 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("playground", flag.ContinueOnError)
 	fs.SetOutput(out)
-	demoAndExit := fs.Bool("demo-and-exit", false, "run to one failover, print its summary and exit 0")
+	demoAndExit := fs.Bool("demo-and-exit", false, "run to one failover and the slot demo, print their summaries and exit 0")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h, --help: the usage is printed; exit 0

@@ -48,6 +48,9 @@ type playground struct {
 	// the shell workers' ledger (shell.go)
 	shellLedger   *proc
 	shellLedgerAt string
+	// the slot workers' sharded ledger (slots.go)
+	shardLedger   *proc
+	shardLedgerAt string
 	workers       map[string]*proc       // by pod name; not changed once the deletions run
 	pods          map[string]*corev1.Pod // by pod name
 
@@ -120,9 +123,13 @@ func (p *playground) start(ctx context.Context) error {
 	// before any pod matches it is judged Valid=False NoCandidates, with a Warning Event.
 	p.say("creating candidate pods; no kubelet runs here, so the playground sets their status as a kubelet would ...")
 	p.workers, p.pods = map[string]*proc{}, map[string]*corev1.Pod{}
-	for _, c := range []struct{ name, app string }{
+	candidates := []struct{ name, app string }{
 		{"reports-0", "reports"}, {"reports-1", "reports"}, {"payments-0", "payments"}, {"payments-1", "payments"}, {"payments-2", "payments"},
-	} {
+	}
+	for _, name := range slotPods() {
+		candidates = append(candidates, struct{ name, app string }{name, slotApp})
+	}
+	for _, c := range candidates {
 		pod, err := p.kubelet.CreateReadyPod(ctx, c.name, map[string]string{"app": c.app})
 		if err != nil {
 			return err
@@ -166,6 +173,10 @@ func (p *playground) start(ctx context.Context) error {
 		}
 		p.workers[name] = w
 	}
+	p.say("starting the slot workers: fenced-worker --shard-per-slot for %s-*, each writing to its slot's shard of a %d-shard ledger ...", slotApp, slotCount)
+	if err := p.startSlotWorkers(ctx); err != nil {
+		return err
+	}
 	p.dels = &deletions{p: p, handled: map[string]bool{}, done: map[string]time.Time{}}
 	p.viewDone.Add(1)
 	go func() {
@@ -175,12 +186,20 @@ func (p *playground) start(ctx context.Context) error {
 	return nil
 }
 
-// demo waits for a holder that writes, then ends it gracefully and shows the failover and
-// the ledger refusing the old token.
+// demo runs the shell worker's demo, the failover and then the slot demo (slots.go).
 func (p *playground) demo(ctx context.Context) error {
 	if err := p.shellDemo(ctx); err != nil {
 		return err
 	}
+	if err := p.failoverDemo(ctx); err != nil {
+		return err
+	}
+	return p.slotDemo(ctx)
+}
+
+// failoverDemo waits for a holder that writes, then ends it gracefully and shows the
+// failover and the ledger refusing the old token.
+func (p *playground) failoverDemo(ctx context.Context) error {
 	first, err := waitLock(ctx, p.k8s, ns, lock, 60*time.Second, "a holder", func(l *lockv1.DistributedLock) bool {
 		return l.Status.Phase == lockv1.PhaseHeld
 	})
@@ -273,6 +292,9 @@ func (p *playground) close() {
 	}
 	if p.shellLedger != nil {
 		p.shellLedger.stop(5 * time.Second)
+	}
+	if p.shardLedger != nil {
+		p.shardLedger.stop(5 * time.Second)
 	}
 	if p.manager != nil {
 		p.manager.stop(10 * time.Second)

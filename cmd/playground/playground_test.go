@@ -14,10 +14,11 @@ import (
 	"github.com/lockwarden/lockwarden/internal/testenv"
 )
 
-// TestDemoAndExit runs the playground to one failover, as `make run ARGS=--demo-and-exit`
-// does, and checks its closing lines: a new holder with a larger token, the ledger refusing
-// the old holder's token, and the line saying the playground has stopped; and that the
-// README's demo block shows lines of this output's shape (checkDemoShown).
+// TestDemoAndExit runs the playground to one failover and the slot demo, as `make run
+// ARGS=--demo-and-exit` does, and checks the failover summary (a new holder with a larger
+// token, the ledger refusing the old holder's token), the slot demo's closing lines
+// (checkSlotSummary), the line saying the playground has stopped; and that the README's demo
+// block shows lines of this output's shape (checkDemoShown).
 func TestDemoAndExit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -26,14 +27,15 @@ func TestDemoAndExit(t *testing.T) {
 		t.Fatalf("playground --demo-and-exit: %v\noutput:\n%s", err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 3 {
-		t.Fatalf("output has %d lines, want the failover summary:\n%s", len(lines), out.String())
+	if len(lines) < 3+slotCount {
+		t.Fatalf("output has %d lines, want the failover and slot summaries:\n%s", len(lines), out.String())
 	}
-	failover := regexp.MustCompile(`^failover: (\S+) token (\d+) -> (\S+) token (\d+)$`).FindStringSubmatch(lines[len(lines)-3])
-	rejected := regexp.MustCompile(`^ledger rejected token (\d+) from (\S+)$`).FindStringSubmatch(lines[len(lines)-2])
-	if failover == nil || rejected == nil {
-		t.Fatalf("last lines = %q, want `failover: <old> token <n> -> <new> token <m>` then `ledger rejected token <n> from <old>`", lines[len(lines)-3:])
+	failover := regexp.MustCompile(`(?m)^failover: (\S+) token (\d+) -> (\S+) token (\d+)$`).FindAllStringSubmatch(out.String(), -1)
+	rejected := regexp.MustCompile(`(?m)^ledger rejected token (\d+) from (\S+)$`).FindAllStringSubmatch(out.String(), -1)
+	if len(failover) != 1 || len(rejected) != 1 {
+		t.Fatalf("output has %d failover lines and %d ledger rejected lines, want one `failover: <old> token <n> -> <new> token <m>` and one `ledger rejected token <n> from <old>`:\n%s", len(failover), len(rejected), out.String())
 	}
+	checkSlotSummary(t, lines[len(lines)-2-slotCount:len(lines)-1], out.String())
 	if want := "playground stopped: every process it started has exited, and ./.playground is removed"; lines[len(lines)-1] != want {
 		t.Errorf("last line = %q, want %q", lines[len(lines)-1], want)
 	}
@@ -44,13 +46,13 @@ func TestDemoAndExit(t *testing.T) {
 	if want := "\nWarning Events of the locks: none\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("output does not say %q:\n%s", strings.TrimSpace(want), out.String())
 	}
-	n, _ := strconv.ParseInt(failover[2], 10, 64)
-	m, _ := strconv.ParseInt(failover[4], 10, 64)
-	if failover[1] == failover[3] || m <= n {
-		t.Errorf("failover %s token %d -> %s token %d: want another pod with a larger token", failover[1], n, failover[3], m)
+	n, _ := strconv.ParseInt(failover[0][2], 10, 64)
+	m, _ := strconv.ParseInt(failover[0][4], 10, 64)
+	if failover[0][1] == failover[0][3] || m <= n {
+		t.Errorf("failover %s token %d -> %s token %d: want another pod with a larger token", failover[0][1], n, failover[0][3], m)
 	}
-	if rejected[1] != failover[2] || rejected[2] != failover[1] {
-		t.Errorf("rejected token %s from %s, want token %d from %s", rejected[1], rejected[2], n, failover[1])
+	if rejected[0][1] != failover[0][2] || rejected[0][2] != failover[0][1] {
+		t.Errorf("rejected token %s from %s, want token %d from %s", rejected[0][1], rejected[0][2], n, failover[0][1])
 	}
 	// The deletion is graceful (the pods are bound to the stand-in node): the old term ends
 	// without the lock delay, by the holder's own release or the stand-in kubelet's terminal
@@ -59,7 +61,7 @@ func TestDemoAndExit(t *testing.T) {
 		t.Errorf("output does not say the old term ended HolderReleased or HolderTerminated:\n%s", out.String())
 	}
 	// The routed Service follows the holder: the old one before, the new one after.
-	for _, pod := range []string{failover[1], failover[3]} {
+	for _, pod := range []string{failover[0][1], failover[0][3]} {
 		if want := "Service payments-primary routes to " + pod + " "; !strings.Contains(out.String(), want) {
 			t.Errorf("output does not say %q:\n%s", want, out.String())
 		}

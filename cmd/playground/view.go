@@ -15,7 +15,8 @@ import (
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// view prints a line whenever a lock's holder, token or phase changes, from a watch.
+// view prints a line whenever a lock's holder, token or phase changes, from a watch; for a
+// lock of several slots, whenever one slot's does.
 type view struct {
 	k8s  client.WithWatch
 	ns   string
@@ -45,19 +46,41 @@ func (v *view) run(ctx context.Context) {
 }
 
 func (v *view) show(l *lockv1.DistributedLock) {
-	s := l.Status
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, r := range viewRows(l) {
+		if v.last[r.key] == r.line {
+			continue
+		}
+		v.last[r.key] = r.line
+		fmt.Fprintf(v.out, "%s lock%s\n", time.Now().Format("15:04:05.000"), r.line)
+	}
+}
+
+// viewRow is one line of the view: a lock, or one slot of a lock of several slots.
+type viewRow struct{ key, line string }
+
+// viewRows are the view's lines for l: one for a lock of one slot; one per slot, NAME[i] as
+// kubectl dlock get shows them, for a lock of several (spec.slots, or slots still listed).
+func viewRows(l *lockv1.DistributedLock) []viewRow {
+	n := max(l.Spec.EffectiveSlots(), l.Status.SlotCount())
+	if n == 1 {
+		return []viewRow{{l.Name, viewLine(l.Name, &l.Status)}}
+	}
+	rows := make([]viewRow, n)
+	for i := range n {
+		name, s := fmt.Sprintf("%s[%d]", l.Name, i), l.Status.SlotView(i)
+		rows[i] = viewRow{name, viewLine(name, &s)}
+	}
+	return rows
+}
+
+func viewLine(name string, s *lockv1.DistributedLockStatus) string {
 	phase := string(s.Phase)
 	if phase == "" {
 		phase = "-"
 	}
-	line := fmt.Sprintf("  %-16s phase=%-9s holder=%-12s token=%d", l.Name, phase, orDash(s.Holder), s.FencingToken)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.last[l.Name] == line {
-		return
-	}
-	v.last[l.Name] = line
-	fmt.Fprintf(v.out, "%s lock%s\n", time.Now().Format("15:04:05.000"), line)
+	return fmt.Sprintf("  %-16s phase=%-9s holder=%-12s token=%d", name, phase, orDash(s.Holder), s.FencingToken)
 }
 
 func orDash(s string) string {

@@ -3,7 +3,12 @@
 // then appends entries carrying its fencing token and the term's writer ID (pod UID and an
 // incarnation drawn for the term), checking Valid() right before each write. By default it confirms the end of
 // each term to the controller once its work stopped (--release-on-stop). As
-// `fenced-worker ledger` it is the fenced resource: an HTTP ledger that refuses stale tokens.
+// `fenced-worker ledger` it is the fenced resource: an HTTP ledger that refuses stale tokens
+// (`fenced-worker ledger --shards N`: N shards, each fenced on its own).
+//
+// On a lock with spec.slots > 1, --shard-per-slot makes the worker write to the shard of the
+// slot it holds (leadership.SlotOf): slot i owns shard i, and every write to shard i carries
+// slot i's token (docs/slots.md).
 //
 // Each line the worker prints starts with the wall-clock time (RFC 3339, UTC, nanoseconds),
 // so one handoff can be traced across pods: the signal received, the work stopped, the
@@ -29,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/examples/fenced-worker/ledger"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
@@ -62,13 +68,25 @@ func main() {
 func runLedger(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
 	listen := fs.String("listen", ":8090", "address to serve the ledger on")
+	shards := fs.Int("shards", 0, "serve this many shards, each fenced on its own, under /shards/<i>/ (1 to 16, a shard per slot of a lock with spec.slots); 0 serves one ledger at /")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: *listen, Handler: ledger.New().Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("ledger: unexpected argument %q (flags: --listen, --shards)", fs.Arg(0))
+	}
+	handler, err := ledgerHandler(*shards)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *listen, Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Printf("ledger listening on %s\n", *listen)
+	if *shards > 0 {
+		fmt.Printf("ledger of %d shards listening on %s\n", *shards, *listen)
+	} else {
+		fmt.Printf("ledger listening on %s\n", *listen)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -85,13 +103,33 @@ func runLedger(ctx context.Context, args []string) error {
 	return nil
 }
 
+// ledgerHandler is the ledger's handler: one ledger for shards 0, else a ledger of that many
+// shards.
+func ledgerHandler(shards int) (http.Handler, error) {
+	switch {
+	case shards == 0:
+		return ledger.New().Handler(), nil
+	case shards < 0 || shards > lockv1.MaxSlots:
+		return nil, fmt.Errorf("ledger: --shards %d: want 0 (one ledger) or 1 to %d (a shard per slot; spec.slots is at most %d)", shards, lockv1.MaxSlots, lockv1.MaxSlots)
+	}
+	s, err := ledger.NewShards(shards)
+	if err != nil {
+		return nil, err
+	}
+	return s.Handler(), nil
+}
+
 func runWorker(ctx context.Context, tr *tracer, args []string) error {
 	fs := flag.NewFlagSet("fenced-worker", flag.ContinueOnError)
 	probe := fs.String("probe-address", ":8081", `address of /readyz and /healthz ("0" disables)`)
 	every := fs.Duration("write-interval", 500*time.Millisecond, "time between ledger writes while leading")
+	perSlot := fs.Bool("shard-per-slot", false, "write to the shard of the slot held (LEDGER_URL/shards/<slot>, a ledger run with --shards): for a lock with spec.slots > 1, slot i owns shard i")
 	release := fs.Bool("release-on-stop", true, "confirm the end of each term (lockwarden.io/holder-release) once the work stopped, so that the next holder is granted at once instead of after the lock delay; needs patch on distributedlocks and the config/policy admission policy (--release-on-stop=false turns it off)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags: --probe-address, --write-interval, --shard-per-slot, --release-on-stop)", fs.Arg(0))
 	}
 	ns := firstSet(os.Getenv("LOCK_NAMESPACE"), os.Getenv("POD_NAMESPACE"), "default")
 	lock, ledgerURL := os.Getenv("LOCK_NAME"), os.Getenv("LEDGER_URL")
@@ -102,7 +140,7 @@ func runWorker(ctx context.Context, tr *tracer, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}, Name: os.Getenv("POD_NAME")}, every: *every, tr: tr}
+	w := &worker{ledger: &ledger.Client{URL: ledgerURL, HTTP: &http.Client{Timeout: 2 * time.Second}, Name: os.Getenv("POD_NAME")}, every: *every, perSlot: *perSlot, tr: tr}
 	e, err := leadership.New(leadership.Config{
 		// lead runs the work until the term ends and returns once it stopped: what
 		// ReleaseOnStop needs.
@@ -148,6 +186,7 @@ type worker struct {
 	ledger  *ledger.Client
 	elector *leadership.Elector
 	every   time.Duration
+	perSlot bool // write to the held slot's shard of the ledger
 	tr      *tracer
 }
 
@@ -159,11 +198,21 @@ type worker struct {
 // The writer ID is the term's (leadership.WriterOf): a token led again by this process after
 // its term lapsed is presented by another writer than the call before, whose writes may still
 // be on their way, so the ledger refuses the raise and the term is abandoned.
+//
+// With perSlot the term is one slot's (leadership.SlotOf) and every write goes to that slot's
+// shard: the shard's fence sees only that slot's tokens.
 func (w *worker) lead(ctx context.Context, token int64) {
 	wr := leadership.WriterOf(ctx)
-	w.tr.printf("leading with token %d as writer %s", token, wr)
+	lg := w.ledger
+	if w.perSlot {
+		slot := leadership.SlotOf(ctx)
+		lg = w.ledger.Shard(slot)
+		w.tr.printf("leading slot %d with token %d as writer %s: writing to shard %d", slot, token, wr, slot)
+	} else {
+		w.tr.printf("leading with token %d as writer %s", token, wr)
+	}
 	defer w.tr.printf("work stopped under token %d", token)
-	if !w.raise(ctx, wr, token) {
+	if !w.raise(ctx, lg, wr, token) {
 		return
 	}
 	t := time.NewTicker(w.every)
@@ -173,7 +222,7 @@ func (w *worker) lead(ctx context.Context, token int64) {
 		if !w.elector.Valid() {
 			return
 		}
-		err := w.ledger.Append(ctx, wr, token, fmt.Sprintf("%s #%d", w.tr.name, seq))
+		err := lg.Append(ctx, wr, token, fmt.Sprintf("%s #%d", w.tr.name, seq))
 		switch {
 		case err == nil && first:
 			first = false
@@ -193,15 +242,15 @@ func (w *worker) lead(ctx context.Context, token int64) {
 	}
 }
 
-// raise raises the fence at the ledger with token as writer wr, trying again every write
+// raise raises the fence at lg with token as writer wr, trying again every write
 // interval while the ledger cannot be reached and the term lasts. It reports whether the raise
 // was admitted.
-func (w *worker) raise(ctx context.Context, wr string, token int64) bool {
+func (w *worker) raise(ctx context.Context, lg *ledger.Client, wr string, token int64) bool {
 	for {
 		if !w.elector.Valid() {
 			return false
 		}
-		err := w.ledger.Fence(ctx, wr, token)
+		err := lg.Fence(ctx, wr, token)
 		if err == nil {
 			w.tr.printf("fence raised with token %d: admitted", token)
 			return true

@@ -5,6 +5,9 @@
 // ex-leader that wakes up and writes with its old token is refused with 409 Conflict, and so
 // is a late write of a process that died, once its pod's restarted process has raised the
 // fence, or the restarted process itself if the dead one got there first under the same token.
+//
+// Shards (shards.go) is a ledger of several shards, each fenced on its own: the resource of
+// the sharding pattern, where slot i of a lock with spec.slots owns shard i.
 package ledger
 
 import (
