@@ -115,3 +115,40 @@ func TestReview22SlotHolderReleasesItsSlot(t *testing.T) {
 		t.Errorf("slot 0 token %d, want %d kept", next.Status.FencingToken, held.Status.FencingToken)
 	}
 }
+
+// TestReview22EtcdOutageFlipsSlotCondition: TestEtcdOutageFlipsCondition on a lock of two
+// slots. reconcileSlots lists the slot keys (Engine.LockKeys) before any slot's turn and
+// returns that error as is, so no turn runs etcdDown: EtcdAvailable never goes False on a
+// lock with slots, and the outage is seen only in the logs.
+func TestReview22EtcdOutageFlipsSlotCondition(t *testing.T) {
+	f := newFixture(t)
+	f.stop()
+	f.stop = f.startController("replica-long", 20*time.Second)
+	f.pod("a-0", "a")
+	secondApart()
+	f.pod("a-1", "a")
+	f.lock("lock", "a", func(s *lockv1.DistributedLockSpec) { s.Slots = 2 })
+	first := f.waitFor("lock", 30*time.Second, "2 slots held, counted", func(l *lockv1.DistributedLock) bool {
+		return slotsHeld(2)(l) && l.Status.SlotsHeld == "2/2" && l.Status.EligibleCandidates == 2
+	})
+
+	etcd.Stop()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = etcd.Start()
+		}
+	})
+	down := f.waitFor("lock", 30*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
+	for _, c := range down.Status.Conditions {
+		t.Logf("slot 0 condition %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if down.Status.Holder != first.Status.Holder || down.Status.FencingToken != first.Status.FencingToken {
+		t.Errorf("during outage: %s; want slot 0 kept", describeSlots(down))
+	}
+	if err := etcd.Start(); err != nil {
+		t.Fatalf("restart etcd: %v", err)
+	}
+	restarted = true
+	f.waitFor("lock", 20*time.Second, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
+}
