@@ -99,3 +99,26 @@ func TestReview22PreferredPreemptsOneSlot(t *testing.T) {
 		t.Errorf("one preferred pod without a slot preempted %d slots' terms, want 1: %s", preempted, real.Status.SlotsHeld)
 	}
 }
+
+// TestReview22ShrinkGrantsNoSlotOverN: spec.slots lowered from 3 to 2 while slot 1 had no
+// term: slot 2 (c) retires through Releasing and the lock delay, during which c may still
+// lead (its validity ends only once it reads Releasing, up to the delay). Granting slot 1 to
+// d during that wait makes three pods (a, c, d) hold valid terms at once under spec.slots 2;
+// before the shrink only two did. Counted across the lock, a grant waits while the lock's
+// open terms (Held or Releasing, retired slots included) are already N.
+func TestReview22ShrinkGrantsNoSlotOverN(t *testing.T) {
+	pods := slotPods("a", "c", "d")
+	real := slotLockOf(2, map[int32]slotTerm{0: {pod: "a", token: 100}, 2: {pod: "c", token: 102, releasing: true}})
+	in, _ := slotInput(real, 1, pods)
+	open := 0
+	for i := range real.Status.SlotCount() {
+		if real.Status.SlotView(i).HolderUID != "" {
+			open++
+		}
+	}
+	d := decide(&in)
+	if d.verb == actGrant {
+		t.Errorf("slot 1 with spec.slots 2 while a holds slot 0 and c's removed slot 2 waits its lock delay: decide grants %s: %d pods with open terms, want wait (%d open terms already)",
+			d.next.Name, open+1, open)
+	}
+}
