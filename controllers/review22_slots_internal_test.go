@@ -122,3 +122,39 @@ func TestReview22ShrinkGrantsNoSlotOverN(t *testing.T) {
 			d.next.Name, open+1, open)
 	}
 }
+
+// TestReview22RegrownSlotKeepsItsTokensGrowing: slot 2 published q's term with token 80;
+// spec.slots was lowered to 2, slot 2's term ended and the slot left status.slots (and with
+// it its maxFencingToken); etcd was then restored as documented (--bump-revision
+// --mark-compacted) from a snapshot taken before token 80, which holds a slot 2 grant to p
+// with token 50; spec.slots is raised to 3 again. For a one-slot lock the same leftover is
+// at or below status.maxFencingToken and is deleted as stale (actDropStale): here the
+// regrown slot has no maximum left, so the grant is adopted and slot 2 publishes token 50
+// after token 80, which every resource of slot 2 that saw 80 refuses (a slot's tokens only
+// grow).
+func TestReview22RegrownSlotKeepsItsTokensGrowing(t *testing.T) {
+	pods := slotPods("a", "b", "p", "q")
+	real := slotLockOf(3, map[int32]slotTerm{0: {pod: "a", token: 100}, 1: {pod: "b", token: 101}, 2: {pod: "q", token: 80}})
+
+	// Shrink: slot 2 retired, its term ended, key deleted: stored without a term, dropped.
+	real.Spec.Slots = 2
+	_, s := slotView(real, 2)
+	st := real.Status.SlotView(2)
+	publishEnd(&st, lockv1.ReasonSlotRemoved, metav1.Now())
+	st.Phase = lockv1.PhaseSuspended
+	real = storeSlot(s, &st, false)
+	if real.Status.SlotCount() != 2 {
+		t.Fatalf("slot 2 not removed: %+v", real.Status.Slots)
+	}
+
+	// Restore, then grow.
+	real.Spec.Slots = 3
+	in, _ := slotInput(real, 2, pods)
+	in.g = grant{holderUID: "uid-p", token: 50, rec: record{Name: "p", Phase: lockv1.PhaseHeld, Strategy: lockv1.StrategyOldestReady,
+		LeaseSeconds: 10, Lock: "lock-uid", Containers: []containerMark{{Name: "app", ID: "containerd://app-0"}}}}
+	in.rev = 1000
+	in.restoredStale = true // what Compacted would answer for any revision at or below 80
+	if d := decide(&in); d.verb == actAdopt {
+		t.Errorf("regrown slot 2 with a restored grant of token 50 after its term of token 80: decide adopts it (publishes token 50 after 80), want it dropped as stale or reported as a regression")
+	}
+}
