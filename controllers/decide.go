@@ -53,6 +53,12 @@ type input struct {
 	// openSlot: another slot of the lock has no term or is Releasing (slots.go): the
 	// preferred pod gets that slot, and Preferred preempts no other for it.
 	openSlot bool
+	// full: the lock's other slots have spec.slots terms already (a removed slot still
+	// ending): a new pod is granted no slot (slots.go).
+	full bool
+	// unlistedSlot: a slot not in status.slots whose view's maxFencingToken is the removed
+	// slots' highest token (slots.go).
+	unlistedSlot bool
 }
 
 // evidence is what is known about the published holder.
@@ -141,7 +147,10 @@ type decision struct {
 func decide(in *input) decision {
 	st, g := in.status, in.g
 	switch {
-	case g.present() && g.token <= st.MaxFencingToken && g.token != st.FencingToken && in.restoredStale:
+	case g.present() && g.token <= st.MaxFencingToken && g.token != st.FencingToken && (in.restoredStale || in.unlistedSlot):
+		// in.unlistedSlot: a grant of a slot listed again at or below a removed slot's
+		// token: no pod leads by it, and publishing it would lower the slot's tokens
+		// (review 22)
 		return decision{verb: actDropStale, reason: lockv1.ReasonKeyVanished}
 	case g.present() && g.token <= st.MaxFencingToken && g.token != st.FencingToken:
 		return decision{verb: actRegress, requeue: regressionRecheck, why: fmt.Sprintf("etcd holds token %d, at or below status.maxFencingToken %d and not the published token %d",
@@ -254,6 +263,9 @@ func decideNoHolder(in *input) decision {
 	case in.spec.Suspend:
 		return decision{verb: actSuspend}
 	}
+	if in.full {
+		return decision{verb: actWait}
+	}
 	if next := eligibility.Choose(in.spec, in.pods, ""); next != nil {
 		return decision{verb: actGrant, reason: lockv1.ReasonGranted, next: next}
 	}
@@ -354,7 +366,7 @@ func decideReleasing(in *input) decision {
 // any (not for a deleted or suspended lock).
 func endTerm(in *input, reason string) decision {
 	d := decision{verb: actEnd, reason: reason}
-	if !in.deleting && !in.spec.Suspend {
+	if !in.deleting && !in.spec.Suspend && !in.full {
 		d.next = eligibility.Choose(in.spec, in.pods, string(in.status.HolderUID))
 	}
 	return d

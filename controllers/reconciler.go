@@ -81,6 +81,7 @@ type Reconciler struct {
 	grantEvents *eventBudget          // the grant Events' rate limit
 	granted     map[string]*grantEcho // this replica's grants whose etcd watch echo is due, under mu
 	slots       map[string]int32      // locks with slots, by key: how many slots this replica judged, under mu
+	hadSlots    map[string]bool       // locks judged by slots until every slot key is seen gone (judgedBySlots), under mu
 }
 
 // Reconcile runs one turn of the term lifecycle for a lock: gather (etcd, candidates, the
@@ -128,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		fresh = true
 	}
 
-	if isSlotLock(&lock) {
+	if r.judgedBySlots(&lock) {
 		return r.reconcileSlots(ctx, &lock, fresh)
 	}
 	t, res, err := r.runTurn(ctx, &lock, fresh, -1)
@@ -217,7 +218,7 @@ func (r *Reconciler) init() {
 		r.mem = newMemory()
 		r.batch = newGrantBatcher(r.Grants, func() clientv3.Cmp { return r.Election.IsOwner() })
 		r.regressed = map[string]string{}
-		r.slots = map[string]int32{}
+		r.slots, r.hadSlots = map[string]int32{}, map[string]bool{}
 		r.phases = map[string]lockv1.Phase{}
 		r.phaseCount = map[lockv1.Phase]int{}
 		if r.CountDebounce == 0 {
@@ -248,6 +249,7 @@ func (r *Reconciler) forget(key string) {
 	r.mu.Lock()
 	n := max(r.slots[key], 1)
 	delete(r.slots, key)
+	delete(r.hadSlots, key)
 	r.mu.Unlock()
 	for i := range n {
 		r.forgetKey(slotKey(key, i))

@@ -142,7 +142,7 @@ func TestReview22RegrownSlotKeepsItsTokensGrowing(t *testing.T) {
 	st := real.Status.SlotView(2)
 	publishEnd(&st, lockv1.ReasonSlotRemoved, metav1.Now())
 	st.Phase = lockv1.PhaseSuspended
-	real = storeSlot(s, &st, false)
+	real, _ = storeSlot(s, &st, false)
 	if real.Status.SlotCount() != 2 {
 		t.Fatalf("slot 2 not removed: %+v", real.Status.Slots)
 	}

@@ -93,6 +93,13 @@ type slotTurn struct {
 	// openSlot: another slot below spec.slots has no term or is Releasing, so a pod
 	// waiting for a slot gets that one: Preferred preempts no further slot for it.
 	openSlot bool
+	// full: the other slots' terms (removed slots ending included) are already spec.slots
+	// many: this slot grants no pod until one ends.
+	full bool
+	// unlisted: slot i > 0 is not in status.slots, so its view's maxFencingToken is the
+	// removed slots' highest token: a grant at or below it is a leftover of a removed slot
+	// (an etcd restore), never this slot's.
+	unlisted bool
 	// dropped: this turn's status write removed the slot from status.slots.
 	dropped bool
 }
@@ -101,7 +108,8 @@ type slotTurn struct {
 func slotView(real *lockv1.DistributedLock, i int32) (*lockv1.DistributedLock, *slotTurn) {
 	v := real.DeepCopy()
 	v.Status = real.Status.SlotView(i)
-	s := &slotTurn{index: i, retired: i >= real.Spec.EffectiveSlots(), real: real, others: real.Status.Holders(i), openSlot: openSlot(&real.Status, i, real.Spec.EffectiveSlots())}
+	s := &slotTurn{index: i, retired: i >= real.Spec.EffectiveSlots(), real: real, others: real.Status.Holders(i), openSlot: openSlot(&real.Status, i, real.Spec.EffectiveSlots()),
+		full: openTerms(&real.Status, i) >= real.Spec.EffectiveSlots(), unlisted: i > 0 && !real.Status.Listed(i)}
 	if s.retired {
 		v.Spec.Suspend = true // grants nothing; a retired slot's term ends as a suspended lock's does
 	}
@@ -110,7 +118,21 @@ func slotView(real *lockv1.DistributedLock, i int32) (*lockv1.DistributedLock, *
 
 // into gives a turn's input what the slot adds to it.
 func (s *slotTurn) into(in *input) {
-	in.retired, in.others, in.openSlot = s.retired, s.others, s.openSlot
+	in.retired, in.others, in.openSlot, in.full = s.retired, s.others, s.openSlot, s.full
+	in.unlistedSlot = s.unlisted && in.status.MaxFencingToken > 0
+}
+
+// openTerms counts the terms of the slots other than except, removed slots ending
+// included: while spec.slots is lowered, a removed slot's holder may still act until its
+// term has gone through Releasing and the delay, so it counts against spec.slots (review 22).
+func openTerms(st *lockv1.DistributedLockStatus, except int32) int32 {
+	var n int32
+	for j := range st.SlotCount() {
+		if j != except && st.SlotView(j).HolderUID != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // openSlot reports whether a slot of the n declared, other than except, has no term or is
@@ -170,13 +192,8 @@ func slotCount(l *lockv1.DistributedLock, key string, keys []string) int32 {
 // one left it; the finalizer goes once every slot's term has ended.
 func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.DistributedLock, fresh bool) (ctrl.Result, error) {
 	key := lockKey(lock.Namespace, lock.Name)
-	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	keys, err := r.Engine.LockKeys(ictx, key+slotInfix)
-	cancel()
-	if err != nil {
-		r.Metrics.etcdError("inspect")
-		return ctrl.Result{}, fmt.Errorf("list the slot keys of %s: %w", key, err)
-	}
+	var keys []string
+	var keysErr error
 	real, drop := lock, true
 	var requeue time.Duration
 	for i := int32(0); i < slotCount(real, key, keys); i++ {
@@ -190,11 +207,38 @@ func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.Distribute
 		}
 		drop = drop && t.dropFinalizer
 		requeue = minPositive(requeue, t.requeue)
+		if i == 0 {
+			// After slot 0's turn, which with etcd down publishes EtcdAvailable=False as a
+			// one-slot lock's turn does (review 22).
+			keys, keysErr = r.slotKeys(ctx, key)
+		}
+	}
+	if keysErr != nil {
+		return ctrl.Result{}, keysErr
+	}
+	if !isSlotLock(real) && len(keys) == 0 {
+		r.mu.Lock()
+		delete(r.hadSlots, key) // back to one slot, no slot key left: judged as one again
+		r.mu.Unlock()
 	}
 	if drop && real.DeletionTimestamp != nil {
 		return ctrl.Result{}, r.dropFinalizer(ctx, real)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// slotKeys lists the etcd keys of the slots of the lock named key, with an error that says
+// so. When it fails, the slot turns still run: each reads its own key, and nothing found only
+// by its key is judged, so the caller keeps the finalizer and returns the error.
+func (r *Reconciler) slotKeys(ctx context.Context, key string) ([]string, error) {
+	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	keys, err := r.Engine.LockKeys(ictx, key+slotInfix)
+	if err != nil {
+		r.Metrics.etcdError("inspect")
+		return nil, fmt.Errorf("list the slot keys of %s: %w", key, err)
+	}
+	return keys, nil
 }
 
 // noteSlot remembers that the lock named key has a slot i, so that forget drops the slot's
@@ -206,4 +250,18 @@ func (r *Reconciler) noteSlot(key string, i int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.slots[key] = max(r.slots[key], i+1)
+	r.hadSlots[key] = true
+}
+
+// judgedBySlots reports whether a lock is judged slot by slot: isSlotLock, or this replica
+// judged it by slots and has not seen every slot key gone since (a grant of a slot whose
+// status write was lost while spec.slots was lowered to 1 leaves a key that only a slot
+// turn finds and discards).
+func (r *Reconciler) judgedBySlots(l *lockv1.DistributedLock) bool {
+	if isSlotLock(l) {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hadSlots[lockKey(l.Namespace, l.Name)]
 }

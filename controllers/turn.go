@@ -139,7 +139,7 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 	changed := !equality.Semantic.DeepEqual(old, &t.st)
 	countChanged := count != old.EligibleCandidates
 	if countChanged {
-		if due, wait := t.r.mem.countWriteDue(t.key, t.lock.UID, t.r.CountDebounce); due || changed {
+		if due, wait := t.r.mem.countWriteDue(t.objKey, t.lock.UID, t.r.CountDebounce); due || changed {
 			t.st.EligibleCandidates = count
 		} else {
 			t.after(wait)
@@ -165,7 +165,7 @@ func (t *turn) write(ctx context.Context, withCount bool) error {
 		"resourceVersion", t.lock.ResourceVersion, "sinceTurn", time.Since(t.trigger))
 	t.r.mem.wrote(t.objKey, t.lock.UID, t.lock.ResourceVersion)
 	if countChanged {
-		t.r.mem.countWrittenNow(t.key, t.lock.UID)
+		t.r.mem.countWrittenNow(t.objKey, t.lock.UID)
 	}
 	t.acknowledged()
 	return nil

@@ -22,6 +22,7 @@ import (
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.maxFencingToken) ? self.status.maxFencingToken : 0) >= (has(oldSelf.status) && has(oldSelf.status.maxFencingToken) ? oldSelf.status.maxFencingToken : 0)",message="status.maxFencingToken may not decrease or be removed",fieldPath=".status.maxFencingToken",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.removedSlotsMaxFencingToken) ? self.status.removedSlotsMaxFencingToken : 0) >= (has(oldSelf.status) && has(oldSelf.status.removedSlotsMaxFencingToken) ? oldSelf.status.removedSlotsMaxFencingToken : 0)",message="status.removedSlotsMaxFencingToken may not decrease or be removed",fieldPath=".status.removedSlotsMaxFencingToken",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.status) && has(self.status.controllerEpoch) ? self.status.controllerEpoch : 0) >= (has(oldSelf.status) && has(oldSelf.status.controllerEpoch) ? oldSelf.status.controllerEpoch : 0)",message="status.controllerEpoch may not decrease or be removed",fieldPath=".status.controllerEpoch",reason=FieldValueForbidden
 
 // DistributedLock declares a lock and the pods that may hold it. The controller grants it to

@@ -16,16 +16,18 @@ import (
 
 // SlotView returns slot i as a one-slot lock's status: its term, history and conditions,
 // and the lock-wide fields (controllerEpoch, observedGeneration, eligibleCandidates). A slot
-// not listed has no term. The view carries no slots.
+// not listed has no term, and the highest token of the removed slots as its maxFencingToken.
+// The view carries no slots.
 func (s *DistributedLockStatus) SlotView(i int32) DistributedLockStatus {
 	if i == 0 {
 		v := *s.DeepCopy()
-		v.Slots, v.SlotsHeld = nil, ""
+		v.Slots, v.SlotsHeld, v.RemovedSlotsMaxFencingToken = nil, "", 0
 		return v
 	}
 	v := DistributedLockStatus{
 		ControllerEpoch: s.ControllerEpoch, ObservedGeneration: s.ObservedGeneration, EligibleCandidates: s.EligibleCandidates,
 	}
+	v.MaxFencingToken = s.RemovedSlotsMaxFencingToken // a slot not listed: above every removed slot's token
 	if e := s.slot(i); e != nil {
 		e = e.DeepCopy()
 		v.Phase, v.Holder, v.HolderUID, v.FencingToken, v.MaxFencingToken = e.Phase, e.Holder, e.HolderUID, e.FencingToken, e.MaxFencingToken
@@ -36,16 +38,23 @@ func (s *DistributedLockStatus) SlotView(i int32) DistributedLockStatus {
 }
 
 // SetSlot stores v, a one-slot lock's status, as slot i, and keeps the lock-wide fields of v
-// (the highest controllerEpoch). With drop, slot i (i > 0) is removed from the list instead.
+// (the highest controllerEpoch). With drop, slot i (i > 0) is removed from the list instead,
+// and its highest token kept in removedSlotsMaxFencingToken.
 func (s *DistributedLockStatus) SetSlot(i int32, v DistributedLockStatus, drop bool) {
 	v = *v.DeepCopy()
 	epoch := max(s.ControllerEpoch, v.ControllerEpoch)
 	if i == 0 {
-		slots, held := s.Slots, s.SlotsHeld
+		slots, held, removed := s.Slots, s.SlotsHeld, s.RemovedSlotsMaxFencingToken
 		*s = v
-		s.Slots, s.SlotsHeld = slots, held
+		s.Slots, s.SlotsHeld, s.RemovedSlotsMaxFencingToken = slots, held, removed
 	} else {
 		s.ObservedGeneration, s.EligibleCandidates = v.ObservedGeneration, v.EligibleCandidates
+		if drop {
+			s.RemovedSlotsMaxFencingToken = max(s.RemovedSlotsMaxFencingToken, v.MaxFencingToken)
+			if e := s.slot(i); e != nil {
+				s.RemovedSlotsMaxFencingToken = max(s.RemovedSlotsMaxFencingToken, e.MaxFencingToken)
+			}
+		}
 		s.Slots = slices.DeleteFunc(s.Slots, func(e SlotStatus) bool { return e.Index == i })
 		if !drop {
 			s.Slots = append(s.Slots, SlotStatus{
@@ -115,6 +124,9 @@ func (s *DistributedLockStatus) HeldSummary(n int32) string {
 	}
 	return fmt.Sprintf("%d/%d", held, n)
 }
+
+// Listed reports whether slot i (i > 0) is in status.slots.
+func (s *DistributedLockStatus) Listed(i int32) bool { return s.slot(i) != nil }
 
 func (s *DistributedLockStatus) slot(i int32) *SlotStatus {
 	for k := range s.Slots {

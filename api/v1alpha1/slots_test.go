@@ -60,10 +60,24 @@ func TestSlotViewAndSetSlot(t *testing.T) {
 	if len(st.Slots) != 2 || st.HolderUID != "" {
 		t.Errorf("SetSlot(0) = %+v, want slot 0 ended and slots kept", st)
 	}
+	max1, max2 := st.SlotView(1).MaxFencingToken, st.SlotView(2).MaxFencingToken
 	st.SetSlot(2, st.SlotView(2), true)
 	st.SetSlot(1, st.SlotView(1), true)
 	if st.Slots != nil || st.SlotCount() != 1 {
 		t.Errorf("after dropping both slots: %+v, want none", st.Slots)
+	}
+	if want := max(max1, max2); st.RemovedSlotsMaxFencingToken != want || want == 0 {
+		t.Errorf("removedSlotsMaxFencingToken = %d, want %d (the removed slots' highest)", st.RemovedSlotsMaxFencingToken, want)
+	}
+	if v := st.SlotView(2); v.MaxFencingToken != st.RemovedSlotsMaxFencingToken || v.HolderUID != "" {
+		t.Errorf("slot 2 listed again: view max %d holder %q, want max %d and no term", v.MaxFencingToken, v.HolderUID, st.RemovedSlotsMaxFencingToken)
+	}
+	if v := st.SlotView(0); v.RemovedSlotsMaxFencingToken != 0 {
+		t.Errorf("slot 0's view carries removedSlotsMaxFencingToken %d, want none", v.RemovedSlotsMaxFencingToken)
+	}
+	st.SetSlot(0, st.SlotView(0), false)
+	if st.RemovedSlotsMaxFencingToken != max(max1, max2) {
+		t.Errorf("SetSlot(0) changed removedSlotsMaxFencingToken to %d", st.RemovedSlotsMaxFencingToken)
 	}
 }
 
@@ -136,9 +150,14 @@ func TestSlotsAdmission(t *testing.T) {
 			t.Errorf("slot 1's token above its max: %v, want refused", err)
 		}
 		removed := lock.DeepCopy()
-		removed.Status.Slots = nil
+		removed.Status.Slots, removed.Status.RemovedSlotsMaxFencingToken = nil, 7
 		if err := k8s.Status().Update(ctx, removed); err != nil {
-			t.Errorf("removing a slot (spec.slots lowered, its term ended): %v, want accepted", err)
+			t.Fatalf("removing a slot (spec.slots lowered, its term ended): %v, want accepted", err)
+		}
+		floor := removed.DeepCopy()
+		floor.Status.RemovedSlotsMaxFencingToken = 6
+		if err := k8s.Status().Update(ctx, floor); err == nil || !strings.Contains(err.Error(), "removedSlotsMaxFencingToken may not decrease") {
+			t.Errorf("lowering removedSlotsMaxFencingToken: %v, want refused", err)
 		}
 	})
 }

@@ -107,6 +107,14 @@ type DistributedLockStatus struct {
 	// +optional
 	Slots []SlotStatus `json:"slots,omitempty"`
 
+	// RemovedSlotsMaxFencingToken is the highest token of the slots that left status.slots
+	// (spec.slots lowered): a slot listed again judges its grants from it, so a slot's
+	// tokens only grow across a shrink and a grow. It never decreases and is never removed
+	// (enforced by the API server).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RemovedSlotsMaxFencingToken int64 `json:"removedSlotsMaxFencingToken,omitempty"`
+
 	// SlotsHeld is "held/N" for a lock with more than one slot (the slots in phase Held,
 	// and spec.slots), for display.
 	// +optional
