@@ -62,6 +62,7 @@ type Elector struct {
 // termView is an immutable snapshot of the current term.
 type termView struct {
 	token    int64
+	slot     int     // the slot index of the term (0 for a one-slot lock)
 	deadline instant // send time of the newest confirming read + termLeaseSeconds - margin
 }
 

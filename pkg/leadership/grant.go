@@ -33,13 +33,19 @@ const (
 )
 
 // judge decides what the observed lock means for the pod me, whose process released every
-// token up to released and abandoned every token up to abandoned (0: none). A holder-release
-// annotation naming me and the observed token counts as released whatever this process
-// remembers: a process restarted in the same pod does not lead a term an earlier process of
-// the pod released.
+// token up to released and abandoned every token up to abandoned (0: none), by the lock's
+// own term (slot 0; the whole status of a one-slot lock). A holder-release annotation naming
+// me and the observed token counts as released whatever this process remembers: a process
+// restarted in the same pod does not lead a term an earlier process of the pod released.
 func judge(lock *lockv1.DistributedLock, me types.UID, released, abandoned int64) grant {
-	st := &lock.Status
-	if st.Phase != lockv1.PhaseHeld || st.HolderUID != me || st.FencingToken <= 0 {
+	return judgeSlot(lock, &lock.Status, me, released, abandoned)
+}
+
+// judgeSlot is judge by the term of one slot of the lock, st (SlotView): the holder-release
+// annotation names that term by its token. A Held token below the slot's own maxFencingToken
+// is not led: a later term of the slot has been published.
+func judgeSlot(lock *lockv1.DistributedLock, st *lockv1.DistributedLockStatus, me types.UID, released, abandoned int64) grant {
+	if st.Phase != lockv1.PhaseHeld || st.HolderUID != me || st.FencingToken <= 0 || st.FencingToken < st.MaxFencingToken {
 		return grantNone
 	}
 	if annotated(lock, me, st.FencingToken) {

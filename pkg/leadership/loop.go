@@ -13,6 +13,7 @@ import (
 // term is one period of leadership under one token.
 type term struct {
 	token  int64
+	slot   int             // the slot index the term is of (slot.go)
 	writer string          // the writer ID drawn for this term (writer.go)
 	ctx    context.Context // OnStartedLeading's, carrying writer; cancelled when the term ends
 	cancel context.CancelFunc
@@ -49,7 +50,7 @@ type loop struct {
 	seenRV   uint64
 	haveRV   bool
 	lockUID  types.UID
-	tokenMax int64 // highest token seen on this incarnation of the lock
+	tokenMax map[int32]int64 // highest token seen per slot on this incarnation of the lock
 
 	reported holderKey // last grant passed to OnNewHolder
 	seen     int64     // token of the last grant to this pod an observation showed (logged once)
@@ -134,13 +135,17 @@ func (l *loop) observe(o observation) {
 	if !l.accept(o.lock) {
 		return
 	}
-	st := &o.lock.Status
+	// Every rule below reads the one slot whose term names this pod (slot 0 when none does):
+	// a one-slot lock's whole status, or that slot's view of a lock of several slots.
+	slot := slotOf(&o.lock.Status, l.e.cfg.Identity)
+	sv := o.lock.Status.SlotView(slot)
+	st := &sv
 	l.view = view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}
 	l.e.setLeader(st)
 	l.e.setEnding(st)
 	// A released token is not led again, by this process or a later one of the same pod: the
 	// controller ends that term.
-	g := judge(o.lock, l.e.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
+	g := judgeSlot(o.lock, st, l.e.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
 	mine := g == grantLead
 	switch g {
 	case grantReleased:
@@ -148,8 +153,8 @@ func (l *loop) observe(o observation) {
 	case grantResend:
 		l.resend(st.FencingToken)
 	}
-	if l.term != nil && (!mine || st.FencingToken != l.term.token) {
-		l.endReleasing(endReason(st, l.e.cfg.Identity))
+	if l.term != nil && (!mine || st.FencingToken != l.term.token || int(slot) != l.term.slot) {
+		l.endReleasing(endReason(st, l.e.cfg.Identity, int(slot) != l.term.slot))
 		if l.finished() {
 			return // SingleTerm: Run ends; a new grant is not reported or led
 		}
@@ -166,13 +171,13 @@ func (l *loop) observe(o observation) {
 	}
 	if st.FencingToken != l.seen {
 		l.seen = st.FencingToken
-		l.log.Info("grant seen", "token", st.FencingToken, "source", source(o))
+		l.log.Info("grant seen", "token", st.FencingToken, "slot", slot, "source", source(o))
 	}
 	lease := time.Duration(st.TermLeaseSeconds) * time.Second
 	if err := l.e.cfg.refuses(lease); err != nil {
 		l.end("term refused")
 		l.e.setRefused(err)
-		l.log.Info("term refused", "token", st.FencingToken, "error", err.Error())
+		l.log.Info("term refused", "token", st.FencingToken, "slot", slot, "error", err.Error())
 		return
 	}
 	l.e.setRefused(nil)
@@ -194,7 +199,7 @@ func (l *loop) observe(o observation) {
 		if l.awaiting {
 			return // SingleTerm: the last term's verdict is due; the next read decides
 		}
-		l.start(st.FencingToken, deadline)
+		l.start(st.FencingToken, int(slot), deadline)
 		return
 	}
 	l.extend(deadline)
@@ -218,24 +223,26 @@ func (l *loop) accept(lock *lockv1.DistributedLock) bool {
 	}
 	st := &lock.Status
 	if lock.UID == l.lockUID {
-		if st.MaxFencingToken < l.tokenMax || (st.Phase == lockv1.PhaseHeld && st.FencingToken < l.tokenMax) {
+		if stale(st, l.tokenMax, rvOK && l.haveRV && rv > l.seenRV) {
 			return false
 		}
 	} else {
 		// A lock deleted and created again starts its maxFencingToken over; its tokens still
 		// grow, because they are etcd revisions.
-		l.lockUID, l.tokenMax = lock.UID, 0
+		l.lockUID, l.tokenMax = lock.UID, nil
 	}
 	if rvOK {
 		l.seenRV, l.haveRV = rv, true
 	}
-	l.tokenMax = max(l.tokenMax, st.MaxFencingToken, st.FencingToken)
+	l.tokenMax = slotTokens(st, l.tokenMax)
 	return true
 }
 
 // endReason says why an observation ends the open term.
-func endReason(st *lockv1.DistributedLockStatus, me types.UID) string {
+func endReason(st *lockv1.DistributedLockStatus, me types.UID, moved bool) string {
 	switch {
+	case moved:
+		return "another slot"
 	case st.Phase != lockv1.PhaseHeld:
 		return "phase " + string(st.Phase)
 	case st.HolderUID != me:
@@ -245,17 +252,17 @@ func endReason(st *lockv1.DistributedLockStatus, me types.UID) string {
 	}
 }
 
-// start opens a term of token until deadline.
-func (l *loop) start(token int64, deadline instant) {
+// start opens a term of token in slot until deadline.
+func (l *loop) start(token int64, slot int, deadline instant) {
 	w := l.e.drawWriter()
-	ctx, cancel := context.WithCancel(withWriter(l.ctx, w))
-	l.term = &term{token: token, writer: w, ctx: ctx, cancel: cancel}
-	l.e.led.Store(&termView{token: token, deadline: deadline})
+	ctx, cancel := context.WithCancel(withSlot(withWriter(l.ctx, w), slot))
+	l.term = &term{token: token, slot: slot, writer: w, ctx: ctx, cancel: cancel}
+	l.e.led.Store(&termView{token: token, slot: slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 	l.e.count.terms.Add(1)
 	l.awaiting = l.verdicts != nil
 	l.cb.start(l.term)
-	l.log.Info("leading", "token", token, "validFor", deadline.Sub(now()).Round(time.Millisecond))
+	l.log.Info("leading", "token", token, "slot", slot, "validFor", deadline.Sub(now()).Round(time.Millisecond))
 }
 
 // extend moves the open term's deadline later.
@@ -263,7 +270,7 @@ func (l *loop) extend(deadline instant) {
 	if v := l.e.led.Load(); v != nil && deadline <= v.deadline {
 		return
 	}
-	l.e.led.Store(&termView{token: l.term.token, deadline: deadline})
+	l.e.led.Store(&termView{token: l.term.token, slot: l.term.slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 }
 
@@ -310,5 +317,5 @@ func (l *loop) endTerm(reason string, j *releaseJob) {
 		l.e.released.Store(max(l.e.released.Load(), j.token))
 	}
 	l.cb.stop(t, j)
-	l.log.Info("stopped leading", "token", t.token, "reason", reason, "release", j != nil)
+	l.log.Info("stopped leading", "token", t.token, "slot", t.slot, "reason", reason, "release", j != nil)
 }

@@ -208,8 +208,18 @@ func (l *ResourceLock) RecordEvent(s string) {
 	l.e.log().Info("leader election: "+s, "token", l.Token())
 }
 
-// Create always fails: lockwarden's candidates never create their lock.
-func (l *ResourceLock) Create(context.Context, resourcelock.LeaderElectionRecord) error {
+// Create always fails: lockwarden's candidates never create their lock. For a lock that
+// exists with spec.slots above 1 (client-go calls Create only after a Get that found none) its
+// error wraps ErrSlotsUnsupported.
+func (l *ResourceLock) Create(ctx context.Context, _ resourcelock.LeaderElectionRecord) error {
+	rctx, cancel := context.WithTimeout(ctx, maxReadTimeout)
+	lock, err := l.e.get(rctx)
+	cancel()
+	if err == nil {
+		if err := slotsRefused(lock, l.Describe()); err != nil {
+			return err
+		}
+	}
 	return fmt.Errorf("leadership: %s does not exist; declare it (kind DistributedLock): a candidate never creates its lock", l.Describe())
 }
 

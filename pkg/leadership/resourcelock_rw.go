@@ -107,6 +107,10 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 		l.mu.Unlock()
 		return nil, renewal{}, err
 	}
+	if err := slotsRefused(lock, l.Describe()); err != nil {
+		l.refuseSlots(lock, sent, err)
+		return nil, renewal{}, err
+	}
 	g := judge(lock, l.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
 	var refused error
 	if g == grantLead {
