@@ -212,3 +212,31 @@ func TestCheckSlotStalls(t *testing.T) {
 	by, _ = BySlot(hs, 3)
 	expect(t, CheckSlotStalls(SlotStalls(by)), "")
 }
+
+// A slot run has its lock of SlotLockSlots over SlotLockPods pods and draws as extra faults
+// only kinds that act on no pod or on slot 0's holder; no other run draws the slot kind.
+func TestScheduleSlots(t *testing.T) {
+	tm := Timing{Lease: 3 * time.Second, LockDelay: 3 * time.Second, ElectionTTL: 5 * time.Second}
+	slotRuns := 0
+	for run := range 20 * len(Kinds) {
+		s := NewSchedule(7, run, Kinds, 3, tm)
+		if s.Faults[0].Kind != SlotsStall {
+			if s.Slots() != 1 || s.Pods() != 3 || s.Counts()[SlotsStall] > 0 {
+				t.Fatalf("run %d (%s): Slots() = %d, Pods() = %d, want 1 and 3, no %s", run, s, s.Slots(), s.Pods(), SlotsStall)
+			}
+			continue
+		}
+		slotRuns++
+		if s.Slots() != SlotLockSlots || s.Pods() != SlotLockPods || s.Pods() <= s.Slots() {
+			t.Fatalf("run %d (%s): Slots() = %d, Pods() = %d, want %d over %d", run, s, s.Slots(), s.Pods(), SlotLockSlots, SlotLockPods)
+		}
+		for _, f := range s.Faults[1:] {
+			if !anyWorker[f.Kind] {
+				t.Fatalf("run %d (%s): extra %s in a slot run", run, s, f.Kind)
+			}
+		}
+	}
+	if slotRuns != 20 {
+		t.Fatalf("%d slot runs in %d, want 20", slotRuns, 20*len(Kinds))
+	}
+}
