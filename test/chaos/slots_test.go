@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func slotted(token0 int64, slots map[int32]int64) *lockv1.DistributedLockStatus 
 		if !ok {
 			continue
 		}
-		uid := "p" + string(rune('0'+i))
+		uid := fmt.Sprintf("p%d", i)
 		st.Slots = append(st.Slots, lockv1.SlotStatus{Index: i, Phase: lockv1.PhaseHeld, Holder: uid, HolderUID: types.UID("uid-" + uid), FencingToken: tok, MaxFencingToken: tok})
 	}
 	return st

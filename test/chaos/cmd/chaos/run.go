@@ -368,11 +368,6 @@ func (r *run) record(l *lockv1.DistributedLock) {
 	}
 }
 
-// outcomes reads the decisions of slot 0's ledger (the run's one ledger, but in a slot run).
-func (r *run) outcomes(ctx context.Context) ([]chaos.Outcome, error) {
-	return r.outcomesOf(ctx, 0)
-}
-
 // getJSON decodes the JSON answer of GET url into v, within limit.
 func getJSON(ctx context.Context, url string, limit time.Duration, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
