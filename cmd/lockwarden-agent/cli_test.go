@@ -43,6 +43,8 @@ func TestCommandLine(t *testing.T) {
 		{"cmd not executable", []string{"exec", "--lock", "l", "--namespace", "ns", "--", plain}, pod, 126, "cmd not executable"},
 		{"sidecar without token file", []string{"sidecar", "--lock", "l", "--namespace", "ns"}, pod, 125, "--token-file is required"},
 		{"sidecar token folder missing", []string{"sidecar", "--lock", "l", "--namespace", "ns", "--token-file", filepath.Join(dir, "no", "t")}, pod, 125, "does not exist"},
+		{"sidecar slot folder missing", []string{"sidecar", "--lock", "l", "--namespace", "ns", "--token-file", filepath.Join(dir, "t"), "--slot-file", filepath.Join(dir, "no", "s")}, pod, 125, "--slot-file " + filepath.Join(dir, "no", "s") + ": folder"},
+		{"sidecar slot file is the token file", []string{"sidecar", "--lock", "l", "--namespace", "ns", "--token-file", filepath.Join(dir, "t"), "--slot-file", filepath.Join(dir, ".", "t")}, pod, 125, "is the token file"},
 		{"sidecar bad listen", []string{"sidecar", "--lock", "l", "--namespace", "ns", "--token-file", filepath.Join(dir, "t"), "--listen", "x"}, pod, 125, "--listen"},
 		{"sidecar argument", []string{"sidecar", "--lock", "l", "--namespace", "ns", "--token-file", filepath.Join(dir, "t"), "extra"}, pod, 125, `unexpected argument "extra"`},
 		{"unreadable kubeconfig", []string{"sidecar", "--lock", "l", "--namespace", "ns", "--token-file", filepath.Join(dir, "t"), "--kubeconfig", filepath.Join(dir, "none")}, pod, 125, "load --kubeconfig"},

@@ -106,7 +106,7 @@ func (s *supervisor) lead(ctx context.Context, token int64) {
 		switch st {
 		case stepStart:
 			var err error
-			if c, err = startChild(s.o.argv, s.childEnv(token), s.stdout, s.stderr); err != nil {
+			if c, err = startChild(s.o.argv, s.childEnv(token, leadership.SlotOf(ctx)), s.stdout, s.stderr); err != nil {
 				s.quit(exitCodeOf(err), err)
 				<-ctx.Done()
 				return
@@ -167,11 +167,13 @@ func (s *supervisor) stop(c *child, token int64, reason string, validUntil time.
 // childEnv is the agent's environment plus the term's variables for a child about to start:
 // LOCKWARDEN_WRITER is a writer ID of its own (the pod UID and an incarnation drawn for this
 // child), so that a child started again in the same term is another writer than the one
-// before it, whose writes may still be on their way.
-func (s *supervisor) childEnv(token int64) []string {
+// before it, whose writes may still be on their way. LOCKWARDEN_SLOT is the term's slot index
+// (0 for a one-slot lock).
+func (s *supervisor) childEnv(token int64, slot int) []string {
 	env := append([]string(nil), s.env...)
 	return append(env,
 		"LOCKWARDEN_TOKEN="+strconv.FormatInt(token, 10),
+		"LOCKWARDEN_SLOT="+strconv.Itoa(slot),
 		"LOCKWARDEN_WRITER="+writer.ID(s.o.identity, writer.NewIncarnation()),
 		"LOCKWARDEN_LOCK="+s.o.namespace+"/"+s.o.lock)
 }

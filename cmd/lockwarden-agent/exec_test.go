@@ -243,6 +243,11 @@ func TestExecReleaseOnStop(t *testing.T) {
 	if len(first) != 1 || first[0].dead == 0 || first[0].dead >= next.at {
 		t.Fatalf("worker-0's child %+v not seen dead before worker-1's child started at %d", first, next.at)
 	}
+	for _, r := range []record{a0.started("start")[0], next} {
+		if r.slot != 0 {
+			t.Errorf("child %d of a one-slot lock: LOCKWARDEN_SLOT %d, want 0", r.pid, r.slot)
+		}
+	}
 	l := f.get()
 	released := false
 	for _, h := range l.Status.History {

@@ -54,6 +54,7 @@ type sidecarOptions struct {
 	common
 	listen        string
 	tokenFile     string
+	slotFile      string // "": none
 	minValidity   time.Duration
 	releaseOnStop bool
 	// nativeSidecar declares that the agent runs as a native sidecar (an init container with
@@ -125,6 +126,7 @@ func parseSidecar(args, environ []string, out io.Writer) (sidecarOptions, error)
 	fs := flagSet("sidecar", &o.common)
 	fs.StringVar(&o.listen, "listen", defaultListen, "")
 	fs.StringVar(&o.tokenFile, "token-file", "", "")
+	fs.StringVar(&o.slotFile, "slot-file", "", "")
 	fs.DurationVar(&o.minValidity, "min-validity", defaultMinValidity, "")
 	fs.BoolVar(&o.releaseOnStop, "release-on-stop", true, "")
 	fs.BoolVar(&o.nativeSidecar, "native-sidecar", false, "")
@@ -148,6 +150,14 @@ func parseSidecar(args, environ []string, out io.Writer) (sidecarOptions, error)
 	}
 	if st, err := os.Stat(filepath.Dir(o.tokenFile)); err != nil || !st.IsDir() {
 		return o, fmt.Errorf("%w: --token-file %s: folder %s does not exist", errUsage, o.tokenFile, filepath.Dir(o.tokenFile))
+	}
+	if o.slotFile != "" {
+		if st, err := os.Stat(filepath.Dir(o.slotFile)); err != nil || !st.IsDir() {
+			return o, fmt.Errorf("%w: --slot-file %s: folder %s does not exist", errUsage, o.slotFile, filepath.Dir(o.slotFile))
+		}
+		if filepath.Clean(o.slotFile) == filepath.Clean(o.tokenFile) {
+			return o, fmt.Errorf("%w: --slot-file %s is the token file", errUsage, o.slotFile)
+		}
 	}
 	return o, nil
 }

@@ -242,6 +242,7 @@ type record struct {
 	pid   int
 	at    int64 // CLOCK_MONOTONIC ns
 	token int64 // start and grandchild
+	slot  int   // start and grandchild: $LOCKWARDEN_SLOT, -1 when absent
 }
 
 // records reads the agent's child file.
@@ -262,6 +263,12 @@ func (a *agent) records() []record {
 		r.at, _ = strconv.ParseInt(f[2], 10, 64)
 		if len(f) > 3 {
 			r.token, _ = strconv.ParseInt(f[3], 10, 64)
+		}
+		r.slot = -1
+		if len(f) > 4 {
+			if n, err := strconv.Atoi(f[4]); err == nil {
+				r.slot = n
+			}
 		}
 		rs = append(rs, r)
 	}

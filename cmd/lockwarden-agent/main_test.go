@@ -19,7 +19,7 @@ import (
 )
 
 // The child the agent runs in these tests is this test binary again, in child mode: it
-// appends "start <pid> <monotonic ns> <token>" to the file named by childFileEnv, then
+// appends "start <pid> <monotonic ns> <token> <slot>" to the file named by childFileEnv, then
 // "term <pid> <ns>" when SIGTERM arrives; it exits after SIGTERM unless childIgnoreTermEnv is
 // set, and exits at once with childExitEnv's code when that is set. With childGrandchildEnv it
 // first starts a grandchild (this binary again, "grandchild" lines) in its process group.
@@ -92,7 +92,7 @@ func runChild(path string) int {
 			_ = gc.Release()
 		}
 	}
-	record(role, os.Getenv("LOCKWARDEN_TOKEN"))
+	record(role, os.Getenv("LOCKWARDEN_TOKEN")+" "+os.Getenv("LOCKWARDEN_SLOT"))
 	if c := os.Getenv(childExitEnv); c != "" {
 		n, _ := strconv.Atoi(c)
 		return n

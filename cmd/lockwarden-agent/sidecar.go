@@ -24,6 +24,9 @@ const keepaliveEvery = 10 * time.Second
 type leaderReply struct {
 	Holder string `json:"holder"`
 	Token  int64  `json:"token"`
+	// Slot is the slot index of this pod's term (0 for a one-slot lock), in answers and events
+	// of a term this pod leads only.
+	Slot *int `json:"slot,omitempty"`
 	// ValidUntilSeconds is the validity left when the answer was made, in seconds: the token
 	// may be used until the client's own send time of the request plus this.
 	ValidUntilSeconds float64 `json:"validUntilSeconds,omitempty"`
@@ -42,6 +45,7 @@ type sidecar struct {
 	// subscriber sees each change once: in its first event or as an event, never both.
 	mu          sync.Mutex
 	leading     int64 // the token whose OnStartedLeading ran and OnStoppedLeading has not
+	leadingSlot int   // the slot of that term
 	led         int64 // the token of the last term this process led (0: none)
 	stopping    bool  // told to stop: /leader answers 409 from then on
 	fileErr     error // why the token file could not be written, nil after a success
@@ -60,7 +64,7 @@ func (s *sidecar) leaderNow() (leaderReply, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if tok != 0 && same && tok == s.leading && !s.stopping && !vu.IsZero() && left > 0 && left >= s.o.minValidity {
-		return leaderReply{Holder: s.o.name, Token: tok, ValidUntilSeconds: left.Seconds()}, true
+		return leaderReply{Holder: s.o.name, Token: tok, Slot: &s.leadingSlot, ValidUntilSeconds: left.Seconds()}, true
 	}
 	return leaderReply{Holder: s.holder, Token: s.holderToken, Error: "this pod does not lead"}, false
 }
@@ -144,7 +148,7 @@ func (s *sidecar) subscribe() (chan event, event) {
 	defer s.mu.Unlock()
 	ch := s.hub.subscribe()
 	if s.leading != 0 {
-		return ch, event{name: "leading", data: mustJSON(leaderReply{Holder: s.o.name, Token: s.leading,
+		return ch, event{name: "leading", data: mustJSON(leaderReply{Holder: s.o.name, Token: s.leading, Slot: &s.leadingSlot,
 			ValidUntilSeconds: max(0, time.Until(s.el.ValidUntil()).Seconds())})}
 	}
 	return ch, event{name: "stopped", data: mustJSON(leaderReply{Holder: s.holder, Token: s.holderToken, Error: "this pod does not lead"})}
@@ -153,7 +157,8 @@ func (s *sidecar) subscribe() (chan event, event) {
 // callbacks are the elector's: the token file, /leader's gate and /watch follow the terms.
 func (s *sidecar) callbacks() leadership.Callbacks {
 	return leadership.Callbacks{
-		OnStartedLeading: func(_ context.Context, token int64) {
+		OnStartedLeading: func(ctx context.Context, token int64) {
+			slot := leadership.SlotOf(ctx)
 			s.mu.Lock()
 			s.led = token
 			stopping := s.stopping
@@ -161,7 +166,7 @@ func (s *sidecar) callbacks() leadership.Callbacks {
 			if stopping {
 				return // told to stop: this term is not offered to the workload
 			}
-			err := writeToken(s.o.tokenFile, token)
+			err := s.writeTerm(token, slot)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.fileErr = err
@@ -169,8 +174,8 @@ func (s *sidecar) callbacks() leadership.Callbacks {
 				s.log.Info("token file not written: not answering 200 in this term", "token", token, "error", err.Error())
 				return
 			}
-			s.leading = token
-			rep := leaderReply{Holder: s.o.name, Token: token, ValidUntilSeconds: max(0, time.Until(s.el.ValidUntil()).Seconds())}
+			s.leading, s.leadingSlot = token, slot
+			rep := leaderReply{Holder: s.o.name, Token: token, Slot: &slot, ValidUntilSeconds: max(0, time.Until(s.el.ValidUntil()).Seconds())}
 			s.hub.publish(event{name: "leading", data: mustJSON(rep)})
 		},
 		OnStoppedLeading: func() {
@@ -178,7 +183,7 @@ func (s *sidecar) callbacks() leadership.Callbacks {
 			was := s.leading
 			s.leading = 0
 			s.mu.Unlock()
-			err := writeToken(s.o.tokenFile, 0)
+			err := s.clearTerm()
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.fileErr = err
@@ -217,7 +222,7 @@ func runSidecar(ctx context.Context, o sidecarOptions, stderr io.Writer) error {
 		s.log.Info("no release on stop: it needs --native-sidecar (the kubelet stops a native sidecar only after the workload's containers exited)")
 	}
 	// A token left by an earlier run of the sidecar is not this run's term.
-	if err := writeToken(o.tokenFile, 0); err != nil {
+	if err := s.clearTerm(); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
@@ -250,7 +255,7 @@ func runSidecar(ctx context.Context, o sidecarOptions, stderr io.Writer) error {
 	s.hub.close()
 	stopServing()
 	srv.close()
-	return errors.Join(runErr, writeToken(o.tokenFile, 0))
+	return errors.Join(runErr, s.clearTerm())
 }
 
 // releaseWait bounds how long a stopping sidecar waits for the lock to show that the
@@ -271,7 +276,7 @@ func (s *sidecar) stopOffering() int64 {
 		s.hub.publish(event{name: "stopped", data: mustJSON(leaderReply{Holder: s.holder, Token: s.holderToken, Error: "this pod does not lead"})})
 	}
 	s.mu.Unlock()
-	if err := writeToken(s.o.tokenFile, 0); err != nil {
+	if err := s.clearTerm(); err != nil {
 		s.log.Info("token file not emptied", "error", err.Error())
 	}
 	return led
@@ -319,4 +324,26 @@ func awaitTerminating(ctx context.Context, el *leadership.Elector, token int64, 
 		case <-tick.C:
 		}
 	}
+}
+
+// writeTerm writes a term's files: the slot file first (with --slot-file), then the token
+// file, so that a reader that sees the term's token in the token file finds its slot written.
+func (s *sidecar) writeTerm(token int64, slot int) error {
+	if s.o.slotFile != "" {
+		if err := writeSlot(s.o.slotFile, slot); err != nil {
+			return err
+		}
+	}
+	return writeToken(s.o.tokenFile, token)
+}
+
+// clearTerm empties the token file, then the slot file (with --slot-file).
+func (s *sidecar) clearTerm() error {
+	if err := writeToken(s.o.tokenFile, 0); err != nil {
+		return err
+	}
+	if s.o.slotFile != "" {
+		return writeSlot(s.o.slotFile, -1)
+	}
+	return nil
 }

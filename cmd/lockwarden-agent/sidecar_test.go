@@ -103,6 +103,9 @@ func TestSidecarLeaderNeverAfterValidUntil(t *testing.T) {
 		first.reply.ValidUntilSeconds > validFor().Seconds() {
 		t.Errorf("/leader = %+v, want holder worker-0, a token, 0 < validUntilSeconds <= %v", first.reply, validFor().Seconds())
 	}
+	if first.reply.Slot == nil || *first.reply.Slot != 0 {
+		t.Errorf("/leader slot = %v, want 0 (a one-slot lock)", first.reply.Slot)
+	}
 	token := first.reply.Token
 	if b, err := os.ReadFile(tokenFile); err != nil || string(b) != fmt.Sprintf("%d\n", token) {
 		t.Errorf("token file = %q, %v; want %q", b, err, fmt.Sprintf("%d\n", token))

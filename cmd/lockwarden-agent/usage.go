@@ -10,8 +10,10 @@ Usage:
 
 exec runs cmd only while this pod leads the lock. At each term's start it starts cmd in a
 process group of its own with LOCKWARDEN_TOKEN=<fencing token>, LOCKWARDEN_WRITER=<writer ID:
-$POD_UID/<an incarnation drawn for this child>> (and LOCKWARDEN_LOCK=<ns>/<name>) in its
-environment: send both with every write to a fenced resource. It sends SIGTERM to the group
+$POD_UID/<an incarnation drawn for this child>>, LOCKWARDEN_SLOT=<the term's slot: 0 for a
+one-slot lock, 0 to N-1 for a lock of spec.slots N> (and LOCKWARDEN_LOCK=<ns>/<name>) in its
+environment: send the token and the writer with every write to a fenced resource (of that
+slot). It sends SIGTERM to the group
 (and to every process cmd started that left it) when the term ends or when less than --grace
 of the term's validity is left (ValidUntil - grace), whichever comes first, and SIGKILL when
 the grace has passed (never later than ValidUntil); a stop ends when all of them are gone.
@@ -24,13 +26,14 @@ happens next). cmd never outlives the agent: if the agent is killed (even by SIG
 process group is killed at once.
 
 sidecar serves, on --listen:
-  GET /leader   200 {"holder","token","validUntilSeconds"} while this pod leads (checked at
+  GET /leader   200 {"holder","token","slot","validUntilSeconds"} while this pod leads (checked at
                 the request, and at least --min-validity left); 409 {"holder","token","error"}
                 otherwise, with the last holder seen if any
   GET /watch    server-sent events: leading, stopped, holder (a new holder seen)
   GET /readyz   pkg/leadership's readiness check; GET /healthz 200
 and writes the token to --token-file (temporary file + rename) at each term's start, and an
-empty file in its place when the term ends, at start and at exit. On SIGTERM or SIGINT it stops
+empty file in its place when the term ends, at start and at exit; with --slot-file, the same
+for the term's slot index (written before the token file, emptied after it). On SIGTERM or SIGINT it stops
 offering the term (/leader answers 409, the file is emptied), releases it only when it knows the
 workload stopped (see --native-sidecar), and exits.
 
@@ -54,6 +57,8 @@ exec flags:
 sidecar flags:
   --listen A           address of /leader, /watch, /readyz, /healthz (default :8080)
   --token-file PATH    the token file (required; its folder must exist)
+  --slot-file PATH     also write the term's slot index to PATH (default: none; its folder
+                       must exist); /leader answers token and slot of one term together
   --min-validity D     /leader answers 200 only with at least D of validity left
                        (default 500ms), so that an answer is not stale when it arrives
   --native-sidecar     declare that the agent runs as a native sidecar (an init container with

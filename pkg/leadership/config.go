@@ -146,7 +146,9 @@ type Callbacks struct {
 
 	// OnNewHolder is called when an accepted observation (a read or a watch event) shows a
 	// holder and token other than the last one reported, with phase Held; this pod included.
-	// It is informational: it may come from a watch event no read has confirmed.
+	// It is informational: it may come from a watch event no read has confirmed. On a lock of
+	// several slots (spec.slots) the holder is that of the slot this pod holds, or of slot 0
+	// when it holds none.
 	OnNewHolder func(holder string, token int64)
 }
 

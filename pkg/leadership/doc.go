@@ -98,6 +98,23 @@
 // the term and grants a new token. A token led again after its deadline passed is therefore
 // refused at every resource the earlier call fenced, and ends the same way.
 //
+// # Slots
+//
+// A lock with spec.slots N above 1 is a fenced semaphore: up to N pods hold it at once, each
+// in a slot of its own (status.slots; slot 0 is the status's own fields), and each slot is a
+// term of its own with tokens of its own (its etcd key's revisions). An Elector leads the slot
+// whose term names its pod, and every rule above applies to that slot's view alone: its
+// phase, token, termLeaseSeconds, history (Ending), the holder-release naming its token, and
+// the ordering of observations by its own maxFencingToken; a Held token below its slot's
+// maxFencingToken is not led. Another slot's terms (a larger token in slot 0, a new holder of
+// slot 2) neither start nor end this pod's term. A pod that moves to another slot leads a new
+// term (OnStoppedLeading, then OnStartedLeading with the new slot's token). The callbacks
+// keep their one-slot signatures: Slot() and SlotOf(ctx) tell which slot a term is of (0 for
+// a one-slot lock), so that the work writes the slot's resources with the slot's token;
+// resources shared by the slots need a fence per slot, because tokens of different slots are
+// not ordered with each other. GetLeader and OnNewHolder report the holder of this pod's slot
+// (slot 0's when it holds none). A ResourceLock leads one-slot locks only (ErrSlotsUnsupported).
+//
 // # Client-go parity
 //
 // A program written for client-go's leaderelection moves over name for name:

@@ -161,3 +161,35 @@ func ExampleDefaultMargin() {
 	// 15s 2s
 	// 1h0m0s 1m12s
 }
+
+// ExampleSlotOf leads one slot of the lock "shards", a lock of spec.slots 4: each of up to
+// four pods holds a slot and works on the shard of that number, with its slot's token. Tokens
+// of different slots are not ordered with each other, so each shard keeps a fence of its own.
+// It needs a cluster, so it only compiles here.
+func ExampleSlotOf() {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var el *leadership.Elector
+	el, err = leadership.New(leadership.Config{
+		Config: cfg, Namespace: "shop", Lock: "shards",
+		Callbacks: leadership.Callbacks{
+			OnStartedLeading: func(ctx context.Context, token int64) {
+				shard := leadership.SlotOf(ctx) // 0 to 3; 0 for a one-slot lock
+				for ctx.Err() == nil && el.Valid() {
+					fmt.Println("write shard", shard, "with fencing token", token, "writer", leadership.WriterOf(ctx))
+					time.Sleep(time.Second)
+				}
+			},
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	_ = el.Run(ctx)
+}

@@ -1,0 +1,103 @@
+package leadership_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// workerPodIn creates another pod running as podIdentity's service account "worker" in ns and
+// returns it with a client authenticating with a token bound to it.
+func workerPodIn(t *testing.T, ns, name string) (*corev1.Pod, client.Client) {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       corev1.PodSpec{ServiceAccountName: "worker", Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+	}
+	if err := k8s.Create(t.Context(), p); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+	cfg, err := env.PodConfig(t.Context(), p)
+	if err != nil {
+		t.Fatalf("pod token: %v", err)
+	}
+	return p, podClient(t, cfg)
+}
+
+func podClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatalf("pod client: %v", err)
+	}
+	return c
+}
+
+// TestSlotReleasePolicy: the shipped admission policy on a lock of several slots, with the
+// terms written by the test (no controller, so a release stays on a current term). A slot's
+// holder may release its own term; a pod holding no slot may not release, nor remove a
+// release naming a current term; another slot's holder may replace that release only with the
+// release of its own term (one annotation serves every slot: the replaced pod sends its
+// release again), and the first holder may then send its own again.
+func TestSlotReleasePolicy(t *testing.T) {
+	ns := namespace(t)
+	key := createLock(t, ns, "leader", 6)
+	setSpecSlots(t, key, 3)
+	p0, cfg0 := podIdentity(t, ns)
+	c0 := podClient(t, cfg0)
+	p1, c1 := workerPodIn(t, ns, "worker-1")
+	p2, c2 := workerPodIn(t, ns, "worker-2") // holds no slot
+	waitPolicy(t, key)
+	probe := releaseOf(t, key) // waitPolicy's, naming no term
+	setStatus(t, key, held(p1.Name, p1.UID, 100, 6))
+	setSlot(t, key, 1, held(p0.Name, p0.UID, 60, 6))
+	annotate := func(c client.Client, value string) error {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, lockv1.AnnotationHolderRelease, value)
+		return c.Patch(t.Context(), &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+			client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	remove := func(c client.Client) error {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, lockv1.AnnotationHolderRelease)
+		return c.Patch(t.Context(), &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+			client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	r0, r1 := lockv1.HolderReleaseValue(p0.UID, 60), lockv1.HolderReleaseValue(p1.UID, 100)
+	steps := []struct {
+		name string
+		send func() error
+		want string // "" admitted, else a part of the refusal
+		left string // the annotation after the step
+	}{
+		{"a pod holding no slot names itself", func() error { return annotate(c2, lockv1.HolderReleaseValue(p2.UID, 60)) },
+			fmt.Sprintf("the request comes from pod %s, but the holders of its slots are pods %s, %s", p2.UID, p1.UID, p0.UID), probe},
+		{"a pod holding no slot names slot 1's term", func() error { return annotate(c2, r0) }, "the request comes from pod " + string(p2.UID), probe},
+		{"slot 1's holder names slot 0's term", func() error { return annotate(c0, r1) }, fmt.Sprintf("does not name the term being held (%s)", r0), probe},
+		{"slot 1's holder releases its term", func() error { return annotate(c0, r0) }, "", r0},
+		{"a pod holding no slot removes it", func() error { return remove(c2) }, "only the holder pod may remove or change it", r0},
+		{"a pod holding no slot replaces it with its own", func() error { return annotate(c2, lockv1.HolderReleaseValue(p2.UID, 1)) }, "the request comes from pod " + string(p2.UID), r0},
+		{"an administrator removes it", func() error { return remove(k8s) }, "only the holder pod may remove or change it", r0},
+		{"slot 0's holder replaces it with its own release", func() error { return annotate(c1, r1) }, "", r1},
+		{"slot 1's holder sends its release again", func() error { return annotate(c0, r0) }, "", r0},
+		{"slot 0's holder removes slot 1's release", func() error { return remove(c1) }, "only the holder pod may remove or change it", r0},
+	}
+	for _, s := range steps {
+		err := s.send()
+		switch {
+		case s.want == "" && err != nil:
+			t.Errorf("%s: %v, want admitted", s.name, err)
+		case s.want != "" && (err == nil || !strings.Contains(err.Error(), s.want)):
+			t.Errorf("%s: err = %v, want a refusal containing %q", s.name, err, s.want)
+		}
+		if got := releaseOf(t, key); got != s.left {
+			t.Errorf("after %s: annotation %q, want %q", s.name, got, s.left)
+		}
+	}
+}
