@@ -146,8 +146,8 @@ func (r *run) execute(ctx context.Context) (*result, error) {
 // background loops (status watch, kubelet), then waits for the first write.
 func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	h := r.h
-	var err error
-	if err := r.startLedgers(ctx); err != nil {
+	err := r.startLedgers(ctx)
+	if err != nil {
 		return err
 	}
 	if r.sched.Engine() {
