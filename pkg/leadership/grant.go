@@ -20,7 +20,8 @@ const (
 	grantLead
 	// grantReleased: Held by this pod under a token it released (in memory, or the lock's
 	// holder-release annotation names this pod and that token): it does not lead, and it is
-	// ready as for any term it does not lead.
+	// ready as for any term it does not lead. Also a token released in memory while the
+	// annotation names another slot's current term (releasesOtherTerm): not sent again yet.
 	grantReleased
 	// grantResend: as grantReleased, but the annotation is absent although this process
 	// released the token (the patch was lost, its outcome unknown, or the annotation was
@@ -55,9 +56,36 @@ func judgeSlot(lock *lockv1.DistributedLock, st *lockv1.DistributedLockStatus, m
 		return grantAbandoned
 	}
 	if st.FencingToken <= released {
+		if releasesOtherTerm(lock, me) {
+			return grantReleased
+		}
 		return grantResend
 	}
 	return grantLead
+}
+
+// releasesOtherTerm reports whether the lock's holder-release annotation names another pod's
+// current term (another slot's holder, its term not ended yet). A lock has one annotation for
+// all its slots: that pod's release replaced this pod's, and the controller has yet to act on
+// it. This pod's release is sent again once the annotation names no current term; sent now, it
+// would replace the other's, which would be sent again in turn, a pair of holders patching the
+// lock for as long as the controller does not act.
+func releasesOtherTerm(lock *lockv1.DistributedLock, me types.UID) bool {
+	v, ok := lock.Annotations[lockv1.AnnotationHolderRelease]
+	if !ok {
+		return false
+	}
+	uid, token, err := lockv1.ParseHolderRelease(v)
+	if err != nil || uid == me || uid == "" || token <= 0 {
+		return false
+	}
+	st := &lock.Status
+	for i := range st.SlotCount() {
+		if t, _ := termOf(st, i); t.uid == uid && t.token == token {
+			return true
+		}
+	}
+	return false
 }
 
 // annotated reports whether the lock's holder-release annotation names uid and token.

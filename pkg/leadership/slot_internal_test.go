@@ -108,6 +108,11 @@ func TestJudgeSlot(t *testing.T) {
 		}
 		return l
 	}
+	lockWithSlot := func(release string) *lockv1.DistributedLock {
+		l := lock(release)
+		l.Status.Slots = []lockv1.SlotStatus{slotTermOf(2, lockv1.PhaseHeld, "third", 40, 40)}
+		return l
+	}
 	tests := []struct {
 		name     string
 		lock     *lockv1.DistributedLock
@@ -119,7 +124,9 @@ func TestJudgeSlot(t *testing.T) {
 		{"slot's token below its own max", lock(""), view(60, 70), 0, grantNone},
 		{"annotation names the slot's term", lock(lockv1.HolderReleaseValue(me, 60)), view(60, 60), 0, grantReleased},
 		{"annotation names slot 0's token", lock(lockv1.HolderReleaseValue(me, 100)), view(60, 60), 0, grantLead},
-		{"released in memory, annotation another slot's", lock(lockv1.HolderReleaseValue("other", 100)), view(60, 60), 60, grantResend},
+		{"released in memory, annotation another slot's current term: wait", lock(lockv1.HolderReleaseValue("other", 100)), view(60, 60), 60, grantReleased},
+		{"released in memory, annotation another slot's old term", lock(lockv1.HolderReleaseValue("other", 99)), view(60, 60), 60, grantResend},
+		{"released in memory, annotation another slot's current term, slot 2", lockWithSlot(lockv1.HolderReleaseValue("third", 40)), view(60, 60), 60, grantReleased},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

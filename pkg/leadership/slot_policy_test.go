@@ -1,9 +1,11 @@
 package leadership_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,11 +14,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
 // workerPodIn creates another pod running as podIdentity's service account "worker" in ns and
 // returns it with a client authenticating with a token bound to it.
 func workerPodIn(t *testing.T, ns, name string) (*corev1.Pod, client.Client) {
+	t.Helper()
+	p, cfg := workerPodConfig(t, ns, name)
+	return p, podClient(t, cfg)
+}
+
+// workerPodConfig is workerPodIn with a config instead of a client.
+func workerPodConfig(t *testing.T, ns, name string) (*corev1.Pod, *rest.Config) {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -29,7 +39,7 @@ func workerPodIn(t *testing.T, ns, name string) (*corev1.Pod, client.Client) {
 	if err != nil {
 		t.Fatalf("pod token: %v", err)
 	}
-	return p, podClient(t, cfg)
+	return p, cfg
 }
 
 func podClient(t *testing.T, cfg *rest.Config) client.Client {
@@ -99,5 +109,76 @@ func TestSlotReleasePolicy(t *testing.T) {
 		if got := releaseOf(t, key); got != s.left {
 			t.Errorf("after %s: annotation %q, want %q", s.name, got, s.left)
 		}
+	}
+}
+
+// TestSlotReleasesTakeTurns: two slots' holders release at once on a lock with no controller
+// acting: the second release replaces the first (one annotation for all slots), and the first
+// pod does not send its release again while the annotation names the other's current term
+// (else the two would replace each other for as long as the controller does not act); once
+// that term ends, it sends its release again.
+func TestSlotReleasesTakeTurns(t *testing.T) {
+	ns := namespace(t)
+	key := createLock(t, ns, "leader", 6)
+	setSpecSlots(t, key, 2)
+	pa, cfgA := podIdentity(t, ns)
+	pb, cfgB := workerPodConfig(t, ns, "worker-1")
+	waitPolicy(t, key)
+	setStatus(t, key, held(pb.Name, pb.UID, 100, 6))
+	setSlot(t, key, 1, held(pa.Name, pa.UID, 60, 6))
+	run := func(pod *corev1.Pod, cfg *rest.Config) (*leadership.Elector, func()) {
+		el, err := leadership.New(leadership.Config{Config: cfg, Namespace: ns, Lock: key.Name, Identity: pod.UID, Name: pod.Name})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- el.Run(ctx) }()
+		return el, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run = %v, want nil", err)
+			}
+		}
+	}
+	ea, stopA := run(pa, cfgA)
+	defer stopA()
+	eb, stopB := run(pb, cfgB)
+	defer stopB()
+	eventually(t, 10*time.Second, func() bool { return ea.Valid() && eb.Valid() }, func() string { return "both slots not led" })
+	if err := ea.Release(t.Context()); err != nil {
+		t.Fatalf("slot 1's release = %v, want nil", err)
+	}
+	if err := eb.Release(t.Context()); err != nil {
+		t.Fatalf("slot 0's release, replacing slot 1's = %v, want nil", err)
+	}
+	rb := lockv1.HolderReleaseValue(pb.UID, 100)
+	rvOf := func() string {
+		var l lockv1.DistributedLock
+		if err := k8s.Get(t.Context(), key, &l); err != nil {
+			t.Fatalf("get lock: %v", err)
+		}
+		return l.ResourceVersion
+	}
+	rv := rvOf()
+	// Several reads and watch events of each elector: no release goes out meanwhile.
+	time.Sleep(2500 * time.Millisecond)
+	if got := releaseOf(t, key); got != rb {
+		t.Errorf("annotation %q, want %q kept: slot 1's pod sent its release over slot 0's current one", got, rb)
+	}
+	if now := rvOf(); now != rv {
+		t.Errorf("the lock changed (resourceVersion %s to %s) with no one acting: the releases replace each other", rv, now)
+	}
+	// The controller's part: slot 0's term ends. Slot 1's pod sends its release again.
+	setStatus(t, key, func(s *lockv1.DistributedLockStatus) {
+		s.Phase, s.Holder, s.HolderUID, s.FencingToken = lockv1.PhasePending, "", "", 0
+	})
+	ra := lockv1.HolderReleaseValue(pa.UID, 60)
+	eventually(t, 10*time.Second, func() bool { return releaseOf(t, key) == ra },
+		func() string {
+			return fmt.Sprintf("annotation %q, want %q sent again once slot 0's term ended", releaseOf(t, key), ra)
+		})
+	if ea.Valid() || eb.Valid() {
+		t.Errorf("Valid: slot 1's pod %v, slot 0's pod %v; want both false", ea.Valid(), eb.Valid())
 	}
 }
