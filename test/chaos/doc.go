@@ -19,4 +19,9 @@
 //  7. CheckHandoffs: a term that ended without Releasing and the delay was ended on a claim
 //     of attested termination; the harness, which runs the processes, checks the claim: no
 //     process of the holder's pod ran at that moment or was started again later.
+//  8. For a lock of N slots (spec.slots), the checkers above run on each slot's part of the
+//     histories, status and ledgers (BySlot, ObserveSlots: slots.go), and CheckHolders counts,
+//     from the pods' own validity intervals whatever slot they claim, that no more than N pods
+//     ever held valid terms at once; CheckOneSlotPerPod that no pod was valid in two slots at
+//     once; CheckSlotStalls that every slot's ledger refused a stalled write (holders.go).
 package chaos

@@ -48,6 +48,10 @@ type Event struct {
 	Highest int64  `json:"hi,omitempty"`
 	Writer  string `json:"w,omitempty"`  // EvWriter; EvStart: the term's writer, when it has its own
 	Stalled bool   `json:"st,omitempty"` // EvCall: the write waited in the stall hook between its Valid() check and its call
+	// Slot is the lock slot of the term the event belongs to (spec.slots > 1; 0 for a
+	// one-slot lock): every event of a term but EvWriter carries it, so that a pod's terms in
+	// two slots, each written to its slot's own ledger, are never read as one.
+	Slot int32 `json:"sl,omitempty"`
 }
 
 // WorkerHistory is everything one worker process recorded. A pod played by several
@@ -96,6 +100,7 @@ func (h WorkerHistory) Writer() string {
 type Interval struct {
 	Pod   string `json:"pod"`
 	UID   string `json:"uid"`
+	Slot  int32  `json:"slot,omitempty"`
 	Token int64  `json:"token"`
 	Start int64  `json:"start"`
 	End   int64  `json:"end"`
@@ -128,13 +133,13 @@ func (h WorkerHistory) Intervals() []Interval {
 		switch e.Kind {
 		case EvStart:
 			closeAt(e.Mono)
-			open = &Interval{Pod: h.Pod, UID: h.UID, Token: e.Token, Start: e.Mono}
+			open = &Interval{Pod: h.Pod, UID: h.UID, Slot: e.Slot, Token: e.Token, Start: e.Mono}
 		case EvCall:
-			if open != nil && e.Token == open.Token && e.Until > until {
+			if open != nil && e.Token == open.Token && e.Slot == open.Slot && e.Until > until {
 				until = e.Until
 			}
 		case EvEnd:
-			if open != nil && e.Token == open.Token {
+			if open != nil && e.Token == open.Token && e.Slot == open.Slot {
 				closeAt(e.Mono)
 			}
 		}

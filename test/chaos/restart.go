@@ -11,7 +11,8 @@ import (
 type Restart struct {
 	UID   string `json:"uid"`
 	Pod   string `json:"pod"`
-	Token int64  `json:"token"` // the published token of the pod's term when its worker was killed
+	Slot  int32  `json:"slot,omitempty"` // the lock slot of that term (0 for a one-slot lock): CheckRestarts reads that slot's observations
+	Token int64  `json:"token"`          // the published token of the pod's term when its worker was killed
 	// Proof: the pod's shape proves the old process gone (one regular container, its own
 	// PID namespace, no native sidecar), so the same pod may get a new term at once.
 	Proof bool  `json:"proof"`

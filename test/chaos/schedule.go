@@ -59,7 +59,36 @@ const (
 	RoutingMove          = "routing-move"           // the lock routes a Service to its holder (spec.routing); the term moves: deletion, NotReady or a long pause (CheckRouting)
 	ResourceLockAPIPause = "resourcelock-api-pause" // the workers are controller-runtime managers elected through leadership.ResourceLock; the leader's API server traffic is held past the lease
 	AgentExecAPIPause    = "agent-exec-api-pause"   // the workers are lockwarden-agent exec with a ledger-writing child; the leader agent's API server traffic is held past the lease
+
+	// Issue 22: a lock of several slots (spec.slots), a ledger per slot (slots.go).
+	SlotsStall = "slots-stall-before-write" // a lock of SlotLockSlots slots over SlotLockPods pods: each slot's holder in turn stalls a write and turns NotReady; that slot's ledger must refuse the write
 )
+
+// A slot run's lock and pods (Schedule.Slots, Schedule.Pods): more pods than slots, so that
+// a slot whose holder turns NotReady has another pod to go to.
+const (
+	SlotLockSlots = 3
+	SlotLockPods  = 5
+	// oneSlotPods is the candidate pods of every other run.
+	oneSlotPods = 3
+)
+
+// Slots is spec.slots of the run's lock: SlotLockSlots when its first fault is SlotsStall,
+// else 1 (NewSchedule draws it as no extra fault).
+func (s Schedule) Slots() int {
+	if len(s.Faults) > 0 && s.Faults[0].Kind == SlotsStall {
+		return SlotLockSlots
+	}
+	return 1
+}
+
+// Pods is how many candidate pods the run's lock has.
+func (s Schedule) Pods() int {
+	if s.Slots() > 1 {
+		return SlotLockPods
+	}
+	return oneSlotPods
+}
 
 // Worker modes: what plays a run's pods (Schedule.Worker, set by its first fault).
 const (
@@ -111,7 +140,10 @@ var anyWorker = map[string]bool{
 // extraFits reports whether k may follow first as an extra fault: the same workload (engine
 // or pods), the same pod shape, the same worker mode.
 func extraFits(k, first string) bool {
-	if k == EtcdRestore || k == StalledWatch || k == EngineStalledWatch || IsEngine(k) != IsEngine(first) {
+	if first == SlotsStall {
+		return anyWorker[k] // they act on slot 0's holder, or on no pod
+	}
+	if k == SlotsStall || k == EtcdRestore || k == StalledWatch || k == EngineStalledWatch || IsEngine(k) != IsEngine(first) {
 		return false
 	}
 	if shape := ShapeOf(k); shape != "" && shape != ShapeOf(first) {
@@ -151,6 +183,7 @@ var Kinds = []string{
 	EngineForceRelease, EngineLoseAcquireReply, EngineStalledWatch, EngineHandoffExpiry,
 	CrashRestartSidecar, WorkerStall, EngineStall,
 	RoutingMove, ResourceLockAPIPause, AgentExecAPIPause,
+	SlotsStall,
 }
 
 // Pod shapes: how a run's pods are built (the stand-in kubelet's podShape).
@@ -314,7 +347,7 @@ func newFault(rng *rand.Rand, kind string, t Timing) Fault {
 	case CrashRestart, CrashRestartSidecar:
 		f.Hold = between(rng, 2*time.Second, 4*time.Second)
 		f.Jitter = between(rng, 100*time.Millisecond, 800*time.Millisecond) // until the restart
-	case WorkerStall, EngineStall:
+	case WorkerStall, EngineStall, SlotsStall:
 		f.Hold = between(rng, 300*time.Millisecond, time.Second) // after the stalled write returned
 	case SidecarDelete:
 		f.Hold = between(rng, 500*time.Millisecond, t.Lease) // main stopped, sidecar running

@@ -237,6 +237,9 @@ func (r *run) fault(ctx context.Context, f chaos.Fault) (healFunc, error) {
 
 	case chaos.RoutingMove:
 		return r.routingMove(ctx, f)
+
+	case chaos.SlotsStall:
+		return r.slotsStall(ctx, f)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }

@@ -79,21 +79,10 @@ func stallGet(ctx context.Context, w *workerProc) (stallState, error) {
 	return st, err
 }
 
-// waitHigherWrite waits until the ledger accepts a write with a token above token, and
-// returns that token.
+// waitHigherWrite waits until the ledger (slot 0's) accepts a write with a token above
+// token, and returns that token.
 func (r *run) waitHigherWrite(ctx context.Context, token int64, limit time.Duration) (int64, error) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if outs, err := r.outcomes(ctx); err == nil {
-			for _, o := range outs {
-				if o.Accepted && o.Token > token {
-					return o.Token, nil
-				}
-			}
-		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	return 0, fmt.Errorf("no write with a token above %d accepted within %v", token, limit)
+	return r.waitHigherWriteAt(ctx, 0, token, limit)
 }
 
 // stallFault injects worker-stall-before-write and engine-stall-before-write.

@@ -71,9 +71,19 @@ func ledgerName(s chaos.Schedule) string {
 	return chaos.LedgerPods
 }
 
-// check runs every checker on the run's histories; a failing run is saved.
-func (r *run) check(outcomes []chaos.Outcome) *result {
-	res := &result{sched: r.sched, faults: r.faults, liveness: r.liveness, ledger: ledgerName(r.sched)}
+// check runs every checker on the run's histories; a failing run is saved. outs are the
+// decisions of each ledger, slot by slot. The one-slot checkers run on each slot's part of the
+// histories, status and ledger (chaos.BySlot; for a one-slot lock, all of them), so that a
+// slot run holds every slot to what a one-slot run holds its lock to; across the lock,
+// CheckHolders and CheckOneSlotPerPod.
+func (r *run) check(outs [][]chaos.Outcome) *result {
+	n := r.sched.Slots()
+	outs = append(outs, make([][]chaos.Outcome, max(0, n-len(outs)))...) // ledgers that never started decided nothing
+	res := &result{sched: r.sched, faults: r.faults, liveness: r.liveness, ledger: ledgerName(r.sched), slots: n}
+	var outcomes []chaos.Outcome
+	for _, o := range outs {
+		outcomes = append(outcomes, o...)
+	}
 	for _, o := range outcomes {
 		if o.Accepted {
 			res.ledgerAccepted++
@@ -82,7 +92,53 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 		}
 	}
 	hs := r.histories()
-	ops := chaos.LedgerOps(hs)
+	bySlot, vs := chaos.BySlot(hs, n)
+	r.mu.Lock()
+	obs := append([]chaos.StatusObs(nil), r.obs...)
+	slotObs := [][]chaos.StatusObs{obs}
+	for i := 1; i < n; i++ {
+		slotObs = append(slotObs, append([]chaos.StatusObs(nil), r.slotObs[int32(i)]...))
+	}
+	vs = append(vs, r.violations...)
+	r.mu.Unlock()
+	lives := r.lives()
+	restarts := r.restarts(hs)
+	var ops []chaos.LedgerOp
+	var ivs []chaos.Interval
+	var infos []porcupine.LinearizationInfo
+	res.linear = string(porcupine.Ok)
+	for i := range n {
+		in := func(v []chaos.Violation) []chaos.Violation { return v }
+		if n > 1 {
+			in = func(v []chaos.Violation) []chaos.Violation { return chaos.InSlot(i, v) }
+		}
+		sops := chaos.LedgerOps(bySlot[i])
+		ops = append(ops, sops...)
+		var sivs []chaos.Interval
+		for _, h := range bySlot[i] {
+			sivs = append(sivs, h.Intervals()...)
+		}
+		ivs = append(ivs, sivs...)
+		vs = append(vs, in(chaos.CheckTokens(slotObs[i]))...)
+		vs = append(vs, in(chaos.CheckLedger(outs[i]))...)
+		lin, info, lvs := chaos.CheckLinearizable(sops, 30*time.Second)
+		infos = append(infos, info)
+		res.linear = worseLinear(res.linear, string(lin))
+		vs = append(vs, in(lvs)...)
+		overlaps, ovs := chaos.Overlaps(sivs)
+		res.overlaps = append(res.overlaps, overlaps...)
+		vs = append(vs, in(ovs)...)
+		vs = append(vs, in(chaos.CheckOverlaps(overlaps, 0))...)
+		vs = append(vs, in(chaos.CheckHandoffs(slotObs[i], lives, r.h.handoffRule()))...)
+		vs = append(vs, in(chaos.CheckIncarnations(bySlot[i]))...)
+		var srs []chaos.Restart
+		for _, rs := range restarts {
+			if int(rs.Slot) == i {
+				srs = append(srs, rs)
+			}
+		}
+		vs = append(vs, in(chaos.CheckRestarts(slotObs[i], srs, r.h.restartRule()))...)
+	}
 	for _, o := range ops {
 		switch {
 		case o.Ambiguous:
@@ -93,27 +149,17 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 			res.rejected++
 		}
 	}
-	var ivs []chaos.Interval
-	for _, h := range hs {
-		ivs = append(ivs, h.Intervals()...)
+	if n > 1 {
+		most, hvs := chaos.CheckHolders(ivs, n, 0)
+		res.maxHolders = most
+		vs = append(vs, hvs...)
+		vs = append(vs, chaos.CheckOneSlotPerPod(ivs, 0)...)
+		res.slotRefused = chaos.Refusals(outs)
+		res.slotStalls = chaos.SlotStalls(bySlot)
+		if r.sched.Counts()[chaos.SlotsStall] > 0 {
+			vs = append(vs, chaos.CheckSlotStalls(res.slotStalls)...) // whether or not a stall reached a holder
+		}
 	}
-	r.mu.Lock()
-	obs := append([]chaos.StatusObs(nil), r.obs...)
-	vs := append([]chaos.Violation(nil), r.violations...)
-	r.mu.Unlock()
-	vs = append(vs, chaos.CheckTokens(obs)...)
-	vs = append(vs, chaos.CheckLedger(outcomes)...)
-	lin, info, lvs := chaos.CheckLinearizable(ops, 30*time.Second)
-	res.linear = string(lin)
-	vs = append(vs, lvs...)
-	overlaps, ovs := chaos.Overlaps(ivs)
-	res.overlaps = overlaps
-	vs = append(vs, ovs...)
-	vs = append(vs, chaos.CheckOverlaps(overlaps, 0)...)
-	vs = append(vs, chaos.CheckHandoffs(obs, r.lives(), r.h.handoffRule())...)
-	vs = append(vs, chaos.CheckIncarnations(hs)...)
-	restarts := r.restarts(hs)
-	vs = append(vs, chaos.CheckRestarts(obs, restarts, r.h.restartRule())...)
 	vs = append(vs, chaos.CheckStalls(hs, r.faults[chaos.WorkerStall]+r.faults[chaos.EngineStall])...)
 	if r.sched.Routing() {
 		r.mu.Lock()
@@ -130,18 +176,30 @@ func (r *run) check(outcomes []chaos.Outcome) *result {
 	r.mu.Lock()
 	_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(strings.Join(r.notes, "\n")+"\n"), 0o644)
 	r.mu.Unlock()
+	if b, err := json.MarshalIndent(slotObs, "", "  "); err == nil && n > 1 {
+		_ = os.WriteFile(filepath.Join(r.dir, "slot-status.json"), b, 0o644)
+	}
 	if b, err := json.MarshalIndent(obs, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(r.dir, "status.json"), b, 0o644)
 	}
-	if len(vs) > 0 || lin == porcupine.Unknown {
-		res.saved = r.save(hs, ivs, ops, obs, outcomes, overlaps, vs, info, restarts)
+	if len(vs) > 0 || res.linear == string(porcupine.Unknown) {
+		res.saved = r.save(hs, ivs, ops, slotObs, outs, res.overlaps, vs, infos, restarts)
 	}
 	return res
 }
 
+// worseLinear is the worse of two porcupine results: Illegal, then Unknown, then Ok.
+func worseLinear(a, b string) string {
+	rank := map[string]int{string(porcupine.Ok): 0, string(porcupine.Unknown): 1, string(porcupine.Illegal): 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
 // save writes the run's seed, schedule, histories and porcupine's HTML under the out dir.
-func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.LedgerOp, obs []chaos.StatusObs,
-	outs []chaos.Outcome, overlaps []chaos.Overlap, vs []chaos.Violation, info porcupine.LinearizationInfo, restarts []chaos.Restart) string {
+func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.LedgerOp, slotObs [][]chaos.StatusObs,
+	outs [][]chaos.Outcome, overlaps []chaos.Overlap, vs []chaos.Violation, infos []porcupine.LinearizationInfo, restarts []chaos.Restart) string {
 	dir := filepath.Join(r.h.outDir, fmt.Sprintf("seed-%d-run-%d", r.sched.Seed, r.sched.Run))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ""
@@ -156,8 +214,13 @@ func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.L
 	write("worker-histories.json", hs)
 	write("intervals.json", ivs)
 	write("ledger-ops.json", ops)
-	write("ledger-outcomes.json", outs)
-	write("status.json", obs)
+	write("status.json", slotObs[0])
+	if len(slotObs) > 1 {
+		write("ledger-outcomes.json", outs) // one list per slot's ledger
+		write("slot-status.json", slotObs)  // one list per slot
+	} else {
+		write("ledger-outcomes.json", outs[0])
+	}
 	if r.sched.Routing() {
 		r.mu.Lock()
 		slices := append([]chaos.SliceObs(nil), r.slices...)
@@ -168,7 +231,13 @@ func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.L
 	write("violations.json", vs)
 	write("lives.json", r.lives())
 	write("restarts.json", restarts)
-	_ = chaos.Visualize(info, filepath.Join(dir, "porcupine.html"))
+	for i, info := range infos {
+		name := "porcupine.html"
+		if i > 0 {
+			name = fmt.Sprintf("porcupine-slot-%d.html", i)
+		}
+		_ = chaos.Visualize(info, filepath.Join(dir, name))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d run %d schedule %s\n%s\n\nreplay: %s\n\n", r.sched.Seed, r.sched.Run, r.sched.Hash(), r.sched, r.h.replay(r.sched))
 	for _, v := range vs {
@@ -214,6 +283,14 @@ func (res *result) line() string {
 	}
 	if m := res.sched.Worker(); m != chaos.WorkerElector {
 		s += " workers " + m
+	}
+	if res.slots > 1 {
+		stalled := make([]int, len(res.slotStalls))
+		for i, st := range res.slotStalls {
+			stalled[i] = st.Refused
+		}
+		s += fmt.Sprintf(" slots %d (pods holding valid terms at once, max %d) ledger refused per slot %v (stalled writes refused per slot %v)",
+			res.slots, res.maxHolders, res.slotRefused, stalled)
 	}
 	return s
 }

@@ -30,7 +30,7 @@ import (
 const (
 	lockName  = "chaos"
 	podLabel  = "chaos-candidate"
-	nWorkers  = 3
+	nWorkers  = 3 // an engine run's workers; a pod run has Schedule.Pods
 	nManagers = 2
 )
 
@@ -43,19 +43,23 @@ type run struct {
 	prefix string
 	dir    string
 
-	ledger    *proc
-	ledgerURL string
-	managers  []*manager
-	kubelet   *kubelet
-	slots     []*slot
-	engines   []*engineSlot // an engine run's workers (no pods, no managers)
+	// ledgers: one per slot of the run's lock (Schedule.Slots; one in an engine run), each
+	// a process of its own; ledgerURL is slot 0's.
+	ledgers    []*proc
+	ledgerURLs []string
+	ledgerURL  string
+	managers   []*manager
+	kubelet    *kubelet
+	slots      []*slot
+	engines    []*engineSlot // an engine run's workers (no pods, no managers)
 
 	mu       sync.Mutex
 	workers  []*workerProc // every worker process started, in order
 	nextHist int
 	obs      []chaos.StatusObs
-	slices   []chaos.SliceObs // a routing run's EndpointSlice versions
-	pods     int              // pods created, for their IPs
+	slotObs  map[int32][]chaos.StatusObs // a slot run's observations of slots 1.. (slot 0's: obs)
+	slices   []chaos.SliceObs            // a routing run's EndpointSlice versions
+	pods     int                         // pods created, for their IPs
 
 	faults map[string]int
 	// notInjected: the fault being injected found nothing to act on (a stall with no
@@ -80,6 +84,13 @@ type result struct {
 	ledgerAccepted int
 	refused        int
 	stalls         chaos.StallOutcome
+	// slots is spec.slots of the run's lock; for a slot run (slots > 1) maxHolders is the most
+	// pods that held valid terms at once (chaos.CheckHolders), slotRefused what each slot's
+	// ledger refused, slotStalls what became of each slot's stalled writes.
+	slots       int
+	maxHolders  int
+	slotRefused []int
+	slotStalls  []chaos.StallOutcome
 	// slices and routed: a routing run's EndpointSlice versions seen, and those listing a pod
 	slices, routed int
 	overlaps       []chaos.Overlap
@@ -135,17 +146,9 @@ func (r *run) execute(ctx context.Context) (*result, error) {
 // background loops (status watch, kubelet), then waits for the first write.
 func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	h := r.h
-	ports, err := testenv.FreePorts(1)
+	err := r.startLedgers(ctx)
 	if err != nil {
 		return err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	r.ledgerURL = "http://" + addr
-	if r.ledger, err = startProc(r.dir, "ledger", h.bins.ledger, nil, "ledger", "--listen", addr); err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, r.ledgerURL+"/outcomes", 10*time.Second); err != nil {
-		return fmt.Errorf("ledger: %w", err)
 	}
 	if r.sched.Engine() {
 		return r.setupEngine(ctx)
@@ -160,6 +163,9 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 			LeaseDurationSeconds: int32(h.timing.Lease / time.Second),
 			LockDelaySeconds:     ptr.To(int32(h.timing.LockDelay / time.Second)),
 		},
+	}
+	if n := r.sched.Slots(); n > 1 {
+		lock.Spec.Slots = int32(n)
 	}
 	if r.sched.Routing() {
 		if err := r.setupRouting(ctx, lock); err != nil {
@@ -207,7 +213,7 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	}
 
 	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}, shape: shapeFor(r.sched), restart: r.startWorker}
-	for i := range nWorkers {
+	for i := range r.sched.Pods() {
 		s := &slot{name: fmt.Sprintf("w-%d", i), node: fmt.Sprintf("%s-node-%d", r.ns, i)}
 		if s.api, err = apiproxy.Start(h.cp.Config, apiproxy.Options{}); err != nil {
 			return err
@@ -297,10 +303,14 @@ func (r *run) startWorker(_ context.Context, s *slot, pod *corev1.Pod) (*workerP
 			"--grace", "1s", "--probe-address", w.probe, "--release-on-stop=false", "--",
 			r.h.bins.worker, "--child", "--history", w.history}
 	}
-	w.p, err = startProc(r.dir, fmt.Sprintf("worker-%s-%d", s.name, n), bin, []string{
+	env := []string{
 		"KUBECONFIG=" + s.kcfg, "POD_NAME=" + s.name, "POD_UID=" + w.uid,
 		"LOCK_NAMESPACE=" + r.ns, "LOCK_NAME=" + lockName, "LEDGER_URL=" + r.ledgerURL,
-	}, args...)
+	}
+	if len(r.ledgerURLs) > 1 {
+		env = append(env, "LEDGER_URLS="+strings.Join(r.ledgerURLs, ","))
+	}
+	w.p, err = startProc(r.dir, fmt.Sprintf("worker-%s-%d", s.name, n), bin, env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -336,23 +346,26 @@ func (r *run) watchStatus(ctx context.Context) {
 	}
 }
 
+// record keeps one observed version of the lock: slot 0's view (the status's own fields) in
+// obs, and in a slot run every listed slot's view in slotObs.
 func (r *run) record(l *lockv1.DistributedLock) {
 	v, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
-	o := chaos.StatusObs{RV: v, Phase: string(l.Status.Phase), Holder: l.Status.Holder, HolderUID: string(l.Status.HolderUID),
-		Token: l.Status.FencingToken, MaxToken: l.Status.MaxFencingToken, Epoch: l.Status.ControllerEpoch, Mono: chaos.Mono()}
+	views := chaos.ObserveSlots(v, chaos.Mono(), &l.Status)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.obs); n > 0 && r.obs[n-1].RV >= v {
 		return // a replay after a re-watch
 	}
-	r.obs = append(r.obs, o)
-}
-
-// outcomes reads the ledger's decisions.
-func (r *run) outcomes(ctx context.Context) ([]chaos.Outcome, error) {
-	var out []chaos.Outcome
-	err := getJSON(ctx, r.ledgerURL+"/outcomes", 5*time.Second, &out)
-	return out, err
+	r.obs = append(r.obs, views[0])
+	for i, o := range views {
+		if i == 0 {
+			continue
+		}
+		if r.slotObs == nil {
+			r.slotObs = map[int32][]chaos.StatusObs{}
+		}
+		r.slotObs[i] = append(r.slotObs[i], o)
+	}
 }
 
 // getJSON decodes the JSON answer of GET url into v, within limit.
@@ -371,10 +384,10 @@ func getJSON(ctx context.Context, url string, limit time.Duration, v any) error 
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// waitProgress waits until the ledger accepts an append it had not decided before the call,
-// and returns when it saw it (CLOCK_MONOTONIC).
+// waitProgress waits until a ledger (in a slot run: any slot's) accepts an append it had not
+// decided before the call, and returns when it saw it (CLOCK_MONOTONIC).
 func (r *run) waitProgress(ctx context.Context, limit time.Duration) (int64, error) {
-	before, err := r.outcomes(ctx)
+	before, err := r.allOutcomes(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -384,13 +397,15 @@ func (r *run) waitProgress(ctx context.Context, limit time.Duration) (int64, err
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		now, err := r.outcomes(ctx)
+		now, err := r.allOutcomes(ctx)
 		if err != nil {
 			continue
 		}
-		for _, o := range now[min(len(before), len(now)):] {
-			if o.Accepted && o.Op == "append" {
-				return chaos.Mono(), nil
+		for i := range now {
+			for _, o := range now[i][min(len(before[i]), len(now[i])):] {
+				if o.Accepted && o.Op == "append" {
+					return chaos.Mono(), nil
+				}
 			}
 		}
 	}
@@ -423,7 +438,7 @@ func (r *run) holderSlot(ctx context.Context) *slot {
 }
 
 // teardown stops everything the run started and returns the ledger's decisions.
-func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.WaitGroup) ([]chaos.Outcome, error) {
+func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.WaitGroup) ([][]chaos.Outcome, error) {
 	ctx = context.WithoutCancel(ctx) // clean up after an interrupt too
 	var errs []error
 	// The kubelet first: it restarts crashed workers, and would restart stopped ones.
@@ -438,13 +453,12 @@ func (r *run) teardown(ctx context.Context, stopBG context.CancelFunc, wg *sync.
 	for _, m := range r.managers {
 		m.stop()
 	}
-	var outs []chaos.Outcome
-	if r.ledger != nil {
-		var err error
-		if outs, err = r.outcomes(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("read ledger outcomes: %w", err))
-		}
-		r.ledger.stop(5 * time.Second)
+	outs, err := r.allOutcomes(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, l := range r.ledgers {
+		l.stop(5 * time.Second)
 	}
 	for _, s := range r.slots {
 		_ = s.api.Close()

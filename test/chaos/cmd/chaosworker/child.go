@@ -32,7 +32,7 @@ func runChild(f *os.File, every, gap time.Duration, url string) error {
 	if wr == "" {
 		return errors.New("LOCKWARDEN_WRITER is not set")
 	}
-	w := &worker{out: f, every: every, gap: gap, writer: wr, url: url, http: &http.Client{Timeout: time.Second}, stall: &stallHook{}}
+	w := &worker{out: f, every: every, gap: gap, writer: wr, urls: []string{url}, http: &http.Client{Timeout: time.Second}, stall: &stallHook{}}
 	w.record(chaos.Event{Kind: chaos.EvWriter, Writer: wr, Mono: chaos.Mono()})
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
@@ -41,6 +41,6 @@ func runChild(f *os.File, every, gap time.Duration, url string) error {
 		w.record(chaos.Event{Kind: chaos.EvEnd, Token: token, Mono: chaos.Mono()})
 		os.Exit(0) // at once: a stopped child writes nothing more
 	}()
-	w.lead(context.Background(), token, wr, nil, nil) // returns only when the ledger refused the token
+	w.lead(context.Background(), token, 0, wr, nil, nil) // returns only when the ledger refused the token
 	return errStale
 }

@@ -95,7 +95,7 @@ func (w *worker) holdWith(ctx context.Context, s *lease.Session, lock string) {
 			}
 			cancel()
 		}()
-		w.lead(lctx, l.Token(), w.writer, l, nil) // one process per holder identity: nobody else presents its tokens
+		w.lead(lctx, l.Token(), 0, w.writer, l, nil) // one process per holder identity: nobody else presents its tokens
 		cancel()
 		logf("term %d ended: %v", l.Token(), l.Err())
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

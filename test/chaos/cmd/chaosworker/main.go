@@ -10,7 +10,12 @@
 // (another writer presented it first: the pod's previous process) ends the term for this
 // process (Elector.Abandon), as in the fenced-worker example.
 //
-// Environment: POD_UID, POD_NAME, LOCK_NAMESPACE, LOCK_NAME, LEDGER_URL, KUBECONFIG.
+// On a lock of several slots (spec.slots) each slot has a ledger of its own: LEDGER_URLS
+// lists them, slot 0's first, and a term writes to its slot's (leadership.SlotOf), recording
+// the slot with every event of the term.
+//
+// Environment: POD_UID, POD_NAME, LOCK_NAMESPACE, LOCK_NAME, LEDGER_URL (or LEDGER_URLS,
+// comma-separated, one per slot), KUBECONFIG.
 package main
 
 import (
@@ -24,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,8 +63,13 @@ func run(ctx context.Context) error {
 	ttl := flag.Duration("ttl", 3*time.Second, "with --engine: the session TTL")
 	flag.Parse()
 	lock, ledgerURL := os.Getenv("LOCK_NAME"), os.Getenv("LEDGER_URL")
+	urls := []string{ledgerURL}
+	if l := os.Getenv("LEDGER_URLS"); l != "" {
+		urls = strings.Split(l, ",")
+		ledgerURL = urls[0]
+	}
 	if lock == "" || ledgerURL == "" || *history == "" {
-		return errors.New("LOCK_NAME, LEDGER_URL and --history must be set")
+		return errors.New("LOCK_NAME, LEDGER_URL (or LEDGER_URLS) and --history must be set")
 	}
 	f, err := os.OpenFile(*history, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -70,7 +81,7 @@ func run(ctx context.Context) error {
 	}
 	uid := os.Getenv("POD_UID")
 	w := &worker{
-		out: f, every: *every, gap: *gap, uid: uid, writer: writer.Of(uid), url: ledgerURL,
+		out: f, every: *every, gap: *gap, uid: uid, writer: writer.Of(uid), urls: urls,
 		http: &http.Client{Timeout: time.Second}, stall: &stallHook{},
 	}
 	w.record(chaos.Event{Kind: chaos.EvWriter, Writer: w.writer, Mono: chaos.Mono()})
@@ -88,7 +99,7 @@ func run(ctx context.Context) error {
 	e, err = leadership.New(leadership.Config{
 		Config: cfg, Namespace: os.Getenv("LOCK_NAMESPACE"), Lock: lock,
 		Callbacks: leadership.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) {
-			w.lead(ctx, token, cmp.Or(leadership.WriterOf(ctx), w.writer), e, e.Abandon)
+			w.lead(ctx, token, int32(leadership.SlotOf(ctx)), cmp.Or(leadership.WriterOf(ctx), w.writer), e, e.Abandon)
 		}},
 	})
 	if err != nil {
@@ -136,8 +147,8 @@ type worker struct {
 	every  time.Duration
 	gap    time.Duration
 	uid    string
-	writer string // writer.Of(uid): this process's writer ID
-	url    string
+	writer string   // writer.Of(uid): this process's writer ID
+	urls   []string // the ledgers, one per lock slot
 	http   *http.Client
 	stall  *stallHook
 
@@ -153,15 +164,21 @@ func (w *worker) record(e chaos.Event) {
 	_, _ = w.out.Write(append(b, '\n'))
 }
 
-// lead raises the fence, then appends with the token, presenting writer, until the term
-// ends or the ledger refuses the token. A refusal for this very token (the ledger's highest,
+// lead raises the fence at slot's ledger, then appends with the token, presenting writer,
+// until the term ends or the ledger refuses the token. A slot the worker has no ledger for
+// ends the term at once (the history names the slot: chaos.BySlot reports it). A refusal for this very token (the ledger's highest,
 // presented first by another writer: the pod's previous process) ends the term for this
 // process: abandon (nil for a holder that has no other process under its identity). v nil
 // (lockwarden-agent's child) knows no validity: it writes until its context ends, and its
 // calls carry no deadline.
-func (w *worker) lead(ctx context.Context, token int64, writer string, v validity, abandon func(int64)) {
-	w.record(chaos.Event{Kind: chaos.EvStart, Token: token, Mono: chaos.Mono(), Writer: writer})
-	defer func() { w.record(chaos.Event{Kind: chaos.EvEnd, Token: token, Mono: chaos.Mono()}) }()
+func (w *worker) lead(ctx context.Context, token int64, slot int32, writer string, v validity, abandon func(int64)) {
+	w.record(chaos.Event{Kind: chaos.EvStart, Slot: slot, Token: token, Mono: chaos.Mono(), Writer: writer})
+	defer func() { w.record(chaos.Event{Kind: chaos.EvEnd, Slot: slot, Token: token, Mono: chaos.Mono()}) }()
+	if slot < 0 || int(slot) >= len(w.urls) {
+		logf("term %d in slot %d: no ledger for that slot (%d ledgers)", token, slot, len(w.urls))
+		return
+	}
+	url := w.urls[slot]
 	op := "fence"
 	t := time.NewTicker(w.every)
 	defer t.Stop()
@@ -182,9 +199,9 @@ func (w *worker) lead(ctx context.Context, token int64, writer string, v validit
 		w.ids++
 		id := w.ids
 		w.mu.Unlock()
-		w.record(chaos.Event{Kind: chaos.EvCall, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Until: until, Stalled: stalled})
-		res, highest := w.write(ctx, op, token, writer)
-		w.record(chaos.Event{Kind: chaos.EvReturn, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Result: res, Highest: highest})
+		w.record(chaos.Event{Kind: chaos.EvCall, Slot: slot, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Until: until, Stalled: stalled})
+		res, highest := w.write(ctx, url, op, token, writer)
+		w.record(chaos.Event{Kind: chaos.EvReturn, Slot: slot, ID: id, Op: op, Token: token, Mono: chaos.Mono(), Result: res, Highest: highest})
 		if stalled {
 			w.stall.done(res)
 		}
@@ -192,7 +209,7 @@ func (w *worker) lead(ctx context.Context, token int64, writer string, v validit
 		case chaos.ResultStale:
 			if highest == token && abandon != nil {
 				abandon(token)
-				w.record(chaos.Event{Kind: chaos.EvAbandon, Token: token, Mono: chaos.Mono()})
+				w.record(chaos.Event{Kind: chaos.EvAbandon, Slot: slot, Token: token, Mono: chaos.Mono()})
 				logf("abandoned token %d: the ledger admitted it from another writer first", token)
 			}
 			return
@@ -207,11 +224,11 @@ func (w *worker) lead(ctx context.Context, token int64, writer string, v validit
 	}
 }
 
-// write sends one fence or append and classifies the reply. It is not cancelled with the
-// term: a write in flight is the case the fence exists for.
-func (w *worker) write(ctx context.Context, op string, token int64, writer string) (string, int64) {
+// write sends one fence or append to the ledger at url and classifies the reply. It is not
+// cancelled with the term: a write in flight is the case the fence exists for.
+func (w *worker) write(ctx context.Context, url, op string, token int64, writer string) (string, int64) {
 	body, _ := json.Marshal(ledger.Write{Writer: writer, Token: token, Entry: fmt.Sprintf("%s@%d", op, token)})
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, w.url+"/"+op, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, url+"/"+op, bytes.NewReader(body))
 	if err != nil {
 		return chaos.ResultError, 0
 	}

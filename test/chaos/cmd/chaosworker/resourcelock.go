@@ -61,7 +61,7 @@ func (w *worker) leadTerms(ctx context.Context, lock *leadership.ResourceLock) {
 	for ctx.Err() == nil {
 		if token := lock.Token(); token != 0 && token != last {
 			last = token
-			w.lead(ctx, token, lock.Writer(), lockTerm{lock, token}, lock.Abandon)
+			w.lead(ctx, token, 0, lock.Writer(), lockTerm{lock, token}, lock.Abandon) // ResourceLock refuses a lock of several slots
 			continue
 		}
 		select {
