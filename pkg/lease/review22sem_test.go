@@ -3,10 +3,18 @@ package lease_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/lockwarden/lockwarden/pkg/lease"
 )
@@ -132,5 +140,307 @@ func TestReview22SemUpdateStarvesFreeSlot(t *testing.T) {
 	t.Logf("B: AcquireSlot took %v with slot 1 free", time.Since(start).Round(time.Millisecond))
 	if err := l.Release(ctx(t)); err != nil {
 		t.Fatalf("B: Release = %v, want nil", err)
+	}
+}
+
+// lossy is a client interceptor that lets an armed number of grant
+// transactions (a Txn whose success branch puts a key under put) through to
+// etcd and then drops their answer, as a connection lost in mid-reply would:
+// the grant applied, the caller sees Unavailable. after runs once the
+// answer is dropped.
+type lossy struct {
+	mu    sync.Mutex
+	put   string
+	armed int
+	lost  int
+	after func()
+}
+
+func (q *lossy) arm(put string, n int, after func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.put, q.armed, q.after = put, n, after
+}
+
+func (q *lossy) losses() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lost
+}
+
+func (q *lossy) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	tr, ok := req.(*etcdserverpb.TxnRequest)
+	if !ok || err != nil {
+		return err
+	}
+	q.mu.Lock()
+	hit := false
+	if q.armed > 0 {
+		for _, op := range tr.Success {
+			if p := op.GetRequestPut(); p != nil && strings.HasPrefix(string(p.Key), q.put) {
+				hit = true
+			}
+		}
+	}
+	var after func()
+	if hit && reply.(*etcdserverpb.TxnResponse).Succeeded {
+		q.armed--
+		q.lost++
+		after = q.after
+	} else {
+		hit = false
+	}
+	q.mu.Unlock()
+	if !hit {
+		return err
+	}
+	if after != nil {
+		after()
+	}
+	return status.Error(codes.Unavailable, "review: answer lost")
+}
+
+// leaseKeys returns the keys attached to id.
+func leaseKeys(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) []string {
+	t.Helper()
+	resp, err := cli.TimeToLive(ctx(t), id, clientv3.WithAttachedKeys())
+	if err != nil {
+		t.Fatalf("TimeToLive = %v, want nil", err)
+	}
+	var ks []string
+	for _, k := range resp.Keys {
+		ks = append(ks, string(k))
+	}
+	return ks
+}
+
+// A grant whose answer is lost after it applied: the slot is neither leaked
+// nor held twice, whichever way the call goes on (front waiter, fast path,
+// TryAcquireSlot, a cancel right after the loss).
+func TestReview22SemLostGrantAnswer(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	q := &lossy{}
+	lcli := e.srv.Client(t, grpc.WithChainUnaryInterceptor(q.unary))
+	leng := e.engine(lcli)
+	locks := prefix(t) + "/locks/sem"
+	free := func(who string) {
+		t.Helper()
+		l, err := e.session(eng, 10*time.Second).TryAcquireSlot(ctx(t), "sem", "probe", 1)
+		if err != nil {
+			t.Fatalf("%s: the slot is not free afterwards: TryAcquireSlot = %v", who, err)
+		}
+		if err := l.Release(ctx(t)); err != nil {
+			t.Fatalf("Release(probe) = %v", err)
+		}
+	}
+
+	{ // front waiter
+		h, err := e.session(eng, 10*time.Second).AcquireSlot(ctx(t), "sem", "h", 1)
+		if err != nil {
+			t.Fatalf("AcquireSlot(h) = %v", err)
+		}
+		ws := e.session(leng, 10*time.Second)
+		wc := slotAsync(t, ws, "sem", "w", 1)
+		semWaiters(t, e.cli, "sem", 1)
+		q.arm(locks, 1, nil)
+		if err := h.Release(ctx(t)); err != nil {
+			t.Fatalf("Release(h) = %v", err)
+		}
+		g := awaitSlot(t, wc, 5*time.Second, "w")
+		if g.err != nil {
+			t.Fatalf("w: AcquireSlot after a lost grant answer = %v, want the slot", g.err)
+		}
+		if q.losses() != 1 {
+			t.Fatalf("answers dropped = %d, want 1 (the premise)", q.losses())
+		}
+		if ks := leaseKeys(t, e.cli, ws.ID()); len(ks) != 1 || ks[0] != locks {
+			t.Fatalf("keys on w's lease = %q, want only %s", ks, locks)
+		}
+		if sk := slotKeys(t, e.cli, "sem"); sk["sem"] != g.l.Token() {
+			t.Fatalf("slot key token = %d, w's token %d", sk["sem"], g.l.Token())
+		}
+		if !g.l.Valid() {
+			t.Fatal("w: Valid() = false")
+		}
+		if err := g.l.Release(ctx(t)); err != nil {
+			t.Fatalf("Release(w) = %v", err)
+		}
+		free("front waiter")
+	}
+
+	{ // front waiter cancelled after the loss
+		h, err := e.session(eng, 10*time.Second).AcquireSlot(ctx(t), "sem", "h", 1)
+		if err != nil {
+			t.Fatalf("AcquireSlot(h) = %v", err)
+		}
+		ws := e.session(leng, 10*time.Second)
+		wctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		res := make(chan error, 1)
+		go func() {
+			l, err := ws.AcquireSlot(wctx, "sem", "w", 1)
+			if err == nil {
+				_ = l.Release(context.Background())
+				err = errors.New("got the slot")
+			}
+			res <- err
+		}()
+		semWaiters(t, e.cli, "sem", 1)
+		q.arm(locks, 1, cancel)
+		if err := h.Release(ctx(t)); err != nil {
+			t.Fatalf("Release(h) = %v", err)
+		}
+		select {
+		case err := <-res:
+			t.Logf("w: AcquireSlot = %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("w still waiting 5s after the cancel")
+		}
+		if q.losses() != 2 {
+			t.Fatalf("answers dropped = %d, want 2 (the premise)", q.losses())
+		}
+		if ks := leaseKeys(t, e.cli, ws.ID()); len(ks) != 0 {
+			t.Fatalf("keys left on the cancelled w's lease = %q, want none", ks)
+		}
+		free("cancelled front waiter")
+	}
+
+	{ // fast path and TryAcquireSlot
+		s := e.session(leng, 10*time.Second)
+		q.arm(locks, 1, nil)
+		l, err := s.AcquireSlot(ctx(t), "sem", "fast", 1)
+		if err != nil {
+			t.Fatalf("AcquireSlot (fast path) after a lost answer = %v, want the slot", err)
+		}
+		if ks := leaseKeys(t, e.cli, s.ID()); len(ks) != 1 {
+			t.Fatalf("keys on the lease = %q, want the slot key only", ks)
+		}
+		if err := l.Release(ctx(t)); err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+		q.arm(locks, 1, nil)
+		_, err = s.TryAcquireSlot(ctx(t), "sem", "try", 1)
+		if !errors.Is(err, lease.ErrUnknownOutcome) {
+			t.Fatalf("TryAcquireSlot after a lost answer = %v, want ErrUnknownOutcome", err)
+		}
+		if ks := leaseKeys(t, e.cli, s.ID()); len(ks) != 0 {
+			t.Fatalf("keys left on the lease after TryAcquireSlot's lost answer = %q, want none", ks)
+		}
+		free("TryAcquireSlot")
+	}
+}
+
+// delayer is a client interceptor that holds back, while armed, every Txn
+// whose success branch puts a key under put: the caller gets its context's
+// error when its deadline passes, as for a request stuck in the network,
+// and the request itself reaches etcd only at release, after the caller
+// gave up and cleaned up.
+type delayer struct {
+	mu      sync.Mutex
+	put     string
+	held    []func()
+	sent    sync.WaitGroup
+	delayed int
+}
+
+func (d *delayer) arm(put string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.put = put
+}
+
+// release disarms and sends every held request, waiting for their answers.
+func (d *delayer) release() {
+	d.mu.Lock()
+	held := d.held
+	d.held, d.put = nil, ""
+	d.mu.Unlock()
+	for _, send := range held {
+		send()
+	}
+	d.sent.Wait()
+}
+
+func (d *delayer) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.delayed
+}
+
+func (d *delayer) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	tr, ok := req.(*etcdserverpb.TxnRequest)
+	d.mu.Lock()
+	hit := false
+	if ok && d.put != "" {
+		for _, op := range tr.Success {
+			if p := op.GetRequestPut(); p != nil && strings.HasPrefix(string(p.Key), d.put) {
+				hit = true
+			}
+		}
+	}
+	if !hit {
+		d.mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	d.delayed++
+	d.sent.Add(1)
+	d.held = append(d.held, func() {
+		defer d.sent.Done()
+		_ = invoker(context.Background(), method, req, new(etcdserverpb.TxnResponse), cc, opts...)
+	})
+	d.mu.Unlock()
+	<-ctx.Done()
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// An AcquireSlot whose enqueue is delayed in the network gives up (its ctx
+// ends) and cleans up: nothing of it is in etcd then. When the delayed
+// enqueue lands afterwards, its "If(entry absent) Then(Put(entry))" applies:
+// an entry of a call that ended, on a session that lives on, heads the
+// semaphore's queue. Nobody deletes it (the session's clean-up settled the
+// entry as gone), so once the slot is free every later AcquireSlot queues
+// behind it and TryAcquireSlot refuses with ErrLocked, until that session
+// ends, however long it lives. (redislock refuses such a late request by
+// the tombstone its clean-up leaves, docs/redis.md.)
+func TestReview22SemDelayedEnqueueBlocksQueue(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	d := &delayer{}
+	dcli := e.srv.Client(t, grpc.WithChainUnaryInterceptor(d.unary))
+	ws := e.session(e.engine(dcli), 4*time.Second)
+
+	h, err := e.session(eng, 10*time.Second).AcquireSlot(ctx(t), "sem", "h", 1)
+	if err != nil {
+		t.Fatalf("AcquireSlot(h) = %v", err)
+	}
+	d.arm(prefix(t) + "/semaphores/")
+	wctx, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+	_, err = ws.AcquireSlot(wctx, "sem", "gave-up", 1)
+	cancel()
+	if err == nil || d.count() == 0 {
+		t.Fatalf("AcquireSlot with its enqueue held back = %v after %d held enqueues, want the ctx's error (the premise)", err, d.count())
+	}
+	if ks := leaseKeys(t, e.cli, ws.ID()); len(ks) != 0 {
+		t.Fatalf("keys on the lease right after the call = %q, want none (the premise)", ks)
+	}
+	d.release() // the held enqueue lands now
+	if ks := leaseKeys(t, e.cli, ws.ID()); len(ks) != 0 {
+		t.Errorf("keys on the lease of the call that gave up, after its delayed enqueue landed: %q, want none", ks)
+	}
+	if err := h.Release(ctx(t)); err != nil {
+		t.Fatalf("Release(h) = %v", err)
+	}
+	// The slot is free, and no live call waits for it.
+	if _, err := e.session(eng, 10*time.Second).TryAcquireSlot(ctx(t), "sem", "try", 1); err != nil {
+		t.Errorf("TryAcquireSlot with the slot free and no call waiting = %v, want the slot", err)
+	}
+	actx, cancel := context.WithTimeout(ctx(t), 3*time.Second)
+	defer cancel()
+	if l, err := e.session(eng, 10*time.Second).AcquireSlot(actx, "sem", "next", 1); err != nil {
+		t.Errorf("AcquireSlot with the slot free and no call waiting = %v, want the slot", err)
+	} else {
+		_ = l.Release(ctx(t))
 	}
 }
