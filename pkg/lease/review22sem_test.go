@@ -444,3 +444,40 @@ func TestReview22SemDelayedEnqueueBlocksQueue(t *testing.T) {
 		_ = l.Release(ctx(t))
 	}
 }
+
+// A TryAcquireSlot whose grant is delayed in the network returns
+// ErrUnknownOutcome after its clean-up read found no slot key ("the session
+// deletes a slot key it may have created"). The grant lands afterwards: its
+// compares (slot key, tombstone, mutex queue and semaphore queue absent, no
+// slot key changed since the read) still hold, so it creates the slot key on
+// the session's lease, tracked by no Lock and by no clean-up: the slot is
+// held by nobody until the session ends. A semaphore of 2 then has 1.
+func TestReview22SemDelayedTryGrantLeaksSlot(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	d := &delayer{}
+	dcli := e.srv.Client(t, grpc.WithChainUnaryInterceptor(d.unary))
+	ws := e.session(e.engine(dcli), 4*time.Second)
+
+	d.arm(prefix(t) + "/locks/")
+	_, err := ws.TryAcquireSlot(ctx(t), "sem", "gave-up", 2)
+	if !errors.Is(err, lease.ErrUnknownOutcome) || d.count() != 1 {
+		t.Fatalf("TryAcquireSlot with its grant held back = %v after %d held grants, want ErrUnknownOutcome after 1 (the premise)", err, d.count())
+	}
+	d.release() // the held grant lands now
+	if ks := leaseKeys(t, e.cli, ws.ID()); len(ks) != 0 {
+		t.Errorf("keys on the lease of the TryAcquireSlot that returned ErrUnknownOutcome, after its delayed grant landed: %q, want none", ks)
+	}
+	var got []*lease.SlotLock
+	for i := range 2 {
+		l, err := e.session(eng, 10*time.Second).TryAcquireSlot(ctx(t), "sem", fmt.Sprintf("c%d", i), 2)
+		if err != nil {
+			t.Errorf("c%d: TryAcquireSlot with %d of 2 slots held by live callers = %v, want a slot", i, len(got), err)
+			continue
+		}
+		got = append(got, l)
+	}
+	for _, l := range got {
+		_ = l.Release(ctx(t))
+	}
+}
