@@ -481,3 +481,23 @@ func TestReview22SemDelayedTryGrantLeaksSlot(t *testing.T) {
 		_ = l.Release(ctx(t))
 	}
 }
+
+// TryAcquireSlot "fails at once: with an error wrapping ErrLocked when every
+// slot is held ... or a waiter queues". In a session whose own AcquireSlot
+// of the semaphore is queued, it fails with ErrBusy instead (both calls take
+// the semaphore's one busy mark per session), which a caller that tells
+// ErrLocked from real failures takes for a failure.
+func TestReview22SemTryAcquireSlotBesideOwnWaiter(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	if _, err := e.session(eng, 10*time.Second).AcquireSlot(ctx(t), "sem", "h", 1); err != nil {
+		t.Fatalf("AcquireSlot(h) = %v", err)
+	}
+	s := e.session(eng, 10*time.Second)
+	_ = slotAsync(t, s, "sem", "w", 1)
+	semWaiters(t, e.cli, "sem", 1)
+	_, err := s.TryAcquireSlot(ctx(t), "sem", "t", 1)
+	if !errors.Is(err, lease.ErrLocked) {
+		t.Errorf("TryAcquireSlot with every slot held and a waiter queued = %v, want ErrLocked", err)
+	}
+}
