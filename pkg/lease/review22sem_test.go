@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lockwarden/lockwarden/internal/etcdtest"
 	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
@@ -499,5 +500,57 @@ func TestReview22SemTryAcquireSlotBesideOwnWaiter(t *testing.T) {
 	_, err := s.TryAcquireSlot(ctx(t), "sem", "t", 1)
 	if !errors.Is(err, lease.ErrLocked) {
 		t.Errorf("TryAcquireSlot with every slot held and a waiter queued = %v, want ErrLocked", err)
+	}
+}
+
+// The session's leftovers are kept by etcd key, and a semaphore's queue
+// entry has one key per lease: a second AcquireSlot's leftover replaces the
+// first's in the clean-up's map. Here the first call's entry stays in etcd
+// (its clean-up could not reach etcd: reads fail, writes pass); the second
+// call finds it, cannot delete it either and gives up; its own leftover (an
+// entry it never wrote) replaces the first's; once reads pass again the
+// clean-up finds the first's entry, "not ours", and forgets it. The entry of
+// a call that ended then heads the queue on a live session, for its life.
+func TestReview22SemSecondLeftoverHidesFirst(t *testing.T) {
+	const ttl = 4 * time.Second
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	gate := etcdtest.NewGate()
+	ws := e.session(e.engine(e.srv.Client(t, gate.DialOptions()...)), ttl)
+	h, err := e.session(eng, 10*time.Second).AcquireSlot(ctx(t), "sem", "h", 1)
+	if err != nil {
+		t.Fatalf("AcquireSlot(h) = %v", err)
+	}
+	c1, cancel1 := context.WithCancel(ctx(t))
+	r1 := make(chan error, 1)
+	go func() { _, err := ws.AcquireSlot(c1, "sem", "first", 1); r1 <- err }()
+	semWaiters(t, e.cli, "sem", 1)
+
+	gate.Stall("Range")
+	t.Cleanup(func() { gate.Unstall("Range") })
+	cancel1()
+	if err := <-r1; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first: AcquireSlot = %v, want context.Canceled", err)
+	}
+	if n := semQueued(t, e.cli, "sem"); n != 1 {
+		t.Fatalf("entries after the first call = %d, want 1 (its clean-up could not read: the premise)", n)
+	}
+	c2, cancel2 := context.WithTimeout(ctx(t), 3*time.Second)
+	_, err = ws.AcquireSlot(c2, "sem", "second", 1)
+	cancel2()
+	if err == nil {
+		t.Fatal("second: AcquireSlot = nil, want an error (the premise)")
+	}
+	gate.Unstall("Range")
+	// The clean-up retries every TTL/20; give it many rounds.
+	time.Sleep(ttl / 2)
+	if ks := leaseKeys(t, e.cli, ws.ID()); len(ks) != 0 {
+		t.Errorf("keys on the lease %v after both calls ended and reads pass again: %q, want none", ttl/2, ks)
+	}
+	if err := h.Release(ctx(t)); err != nil {
+		t.Fatalf("Release(h) = %v", err)
+	}
+	if _, err := e.session(eng, 10*time.Second).TryAcquireSlot(ctx(t), "sem", "try", 1); err != nil {
+		t.Errorf("TryAcquireSlot with the slot free and no call waiting = %v, want the slot", err)
 	}
 }
