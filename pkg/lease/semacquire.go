@@ -9,9 +9,11 @@ import (
 )
 
 // maxSlotTries bounds TryAcquireSlot's rounds of read and grant: each round
-// that fails its compares means that another caller took a slot, queued or
-// changed a slot key meanwhile, so a few rounds decide, and it returns at once.
-const maxSlotTries = 4
+// that fails its compares means that another caller took a slot or queued
+// meanwhile (a holder's Update fails no grant), so while slots stay free and
+// nobody queues it tries again, up to twice as many rounds as a semaphore has
+// slots (review 22: 4 rounds refused callers while slots were free).
+const maxSlotTries = 2*MaxSlots + 4
 
 // errLeftEntry says that the queue entry a failed call of this session left
 // is still there and its delete has not got through yet: the caller backs
@@ -54,6 +56,12 @@ func (s *Session) acquireSlot(ctx context.Context, name, holder string, n int, o
 		return nil, invalidf("reading %d slots takes %d operations, above the %d per transaction", n, r, s.eng.maxTxnOps)
 	}
 	if err := s.claim(ctx, semMark(name)); err != nil {
+		if !wait && errors.Is(err, ErrBusy) {
+			// another call of this session waits for (or is taking) a slot: for
+			// TryAcquireSlot that is a queued waiter, so the semaphore is locked to it
+			// (review 22: it said ErrBusy)
+			return nil, fmt.Errorf("%w: another call of this session waits for semaphore %s", ErrLocked, name)
+		}
 		return nil, err
 	}
 	defer s.unclaim(semMark(name))

@@ -20,8 +20,8 @@ import (
 //	If(CreateRevision(slot key) == 0,                   the slot's lock key is absent
 //	   CreateRevision(slot's tombstone) == 0,           no ForceRelease lock-delay on it
 //	   CreateRevision(slot's queue prefix) == 0,        no mutex Acquire waits for that key
-//	   ModRevision(P/locks/s) <= R,                     no slot key created or changed
-//	   ModRevision(P/locks/s/slot/ prefix) <= R,        since the read at revision R
+//	   CreateRevision(P/locks/s) <= R,                  no slot key created
+//	   CreateRevision(P/locks/s/slot/ prefix) <= R,     since the read at revision R
 //	   waiter:  CreateRevision(own entry) == own rev,   still queued (not gone with its lease)
 //	            CreateRevision(semaphore queue prefix) >= own rev   nobody older queues
 //	   TryAcquireSlot: CreateRevision(semaphore queue prefix) == 0  nobody queues
@@ -74,9 +74,10 @@ import (
 // reads a slot key or the entry ahead of it (TryAcquireSlot: the oldest
 // entry) recording another n, or a slot key at an index at or above its own n,
 // fails with ErrInvalid naming both counts; a grant applies only if no slot
-// key was created or changed since that read (the ModRevision compares), so
-// a grant never lands next to a slot key of another n that its read did not
-// see, and entries queued one behind the other share one n. Whatever the
+// key was created since that read (the CreateRevision compares: a holder's
+// Update keeps its n, and an UpdateRecord leaves none, so a changed key brings
+// no other n; review 22), so a grant never lands next to a slot key of another
+// n that its read did not see, and entries queued one behind the other share one n. Whatever the
 // callers' counts, a caller with n takes only slots below n: the holders never
 // exceed the largest n in use. A slot key whose value records no n (a
 // DistributedLock's grant by the controller, a mutex's TryAcquire of that

@@ -203,8 +203,8 @@ func (s *Session) grantSlot(ctx context.Context, name string, i int, v value, st
 		clientv3.Compare(clientv3.CreateRevision(path), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(e.tombPath(k)), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(e.queueDir(k)), "=", 0).WithPrefix(),
-		clientv3.Compare(clientv3.ModRevision(e.Path(name)), "<", st.rev+1),
-		clientv3.Compare(clientv3.ModRevision(e.Path(name)+slotInfix), "<", st.rev+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(e.Path(name)), "<", st.rev+1),
+		clientv3.Compare(clientv3.CreateRevision(e.Path(name)+slotInfix), "<", st.rev+1).WithPrefix(),
 	}
 	then := []clientv3.Op{clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id))}
 	if entry != "" {
