@@ -194,6 +194,12 @@ func decideUnpublished(in *input) decision {
 		// an unpublished grant (review 22).
 		return decision{verb: actDiscard}
 	}
+	if in.full && in.g.holderUID != st.HolderUID {
+		// The other slots hold spec.slots terms (spec.slots lowered while this grant was in
+		// flight): publishing it would be a grant beyond N, as decideNoHolder's (review 22b).
+		// The slot's own holder's grant (a restart's new term) adds no pod.
+		return decision{verb: actDiscard}
+	}
 	if _, held := in.others[in.g.holderUID]; held {
 		// A grant of this slot to a pod another slot's term names (decided before that
 		// term was published, whose status write was lost): a pod holds at most one slot,

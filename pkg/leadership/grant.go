@@ -3,6 +3,7 @@ package leadership
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -103,6 +104,18 @@ func annotated(lock *lockv1.DistributedLock, uid types.UID, token int64) bool {
 // lock not found, throttling). A timeout, a lost connection or a server error may hide an
 // applied patch: the token then stays released, and an observation of the lock settles it
 // (the annotation, or a release sent again while it is absent).
+// ErrReleaseDeferred is returned by a release that waits for another slot's: the lock's one
+// holder-release annotation confirms another slot's current term, which only that slot's
+// holder may replace (config/policy). The token stays released and the Elector sends the
+// release again once that term has ended; nothing is lost.
+var ErrReleaseDeferred = errors.New("leadership: release deferred until another slot's confirmed release is acted on")
+
+// otherSlotReleasePending reports whether the API server refused a release because the
+// annotation confirms another slot's current term (the policy's message for it).
+func otherSlotReleasePending(err error) bool {
+	return refusedRelease(err) && strings.Contains(err.Error(), "confirms the end of another slot's current term")
+}
+
 func refusedRelease(err error) bool {
 	var st apierrors.APIStatus
 	if err == nil || !errors.As(err, &st) {

@@ -142,6 +142,13 @@ func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 			log.Info("release outcome unknown; the token stays released", "token", token, "status", code, "error", err.Error())
 			return err
 		}
+		if otherSlotReleasePending(err) {
+			// Another slot's holder confirmed its term first (one annotation serves every
+			// slot, and only its holder may replace it): the token stays released, and the
+			// release goes out again once that term has ended (judgeSlot, review 22b).
+			log.Info("release waits: the annotation confirms another slot's current term; sent again once that term ends", "token", token)
+			return fmt.Errorf("%w: %w", ErrReleaseDeferred, err)
+		}
 		e.released.CompareAndSwap(token, 0)
 		log.Info("release refused; the controller ends the term after the lock delay", "token", token, "status", code, "error", err.Error())
 		return err

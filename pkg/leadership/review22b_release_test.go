@@ -3,6 +3,7 @@ package leadership_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // TestReview22bReplacedReleaseLetsRestartedHolderLead: on a one-slot lock the holder-release
 // annotation is what keeps a restarted process of the holder pod from leading the token an
 // earlier process released (TestRestartedProcessDoesNotLeadReleasedToken), and the policy
-// lets no one but the holder remove it. On a lock of two slots the shipped policy lets the
-// holder of the other slot replace it with its own release (5e3bd61). Then: slot 1's pod
+// lets no one but the holder remove it. On a lock of two slots the shipped policy let the
+// holder of the other slot replace it with its own release (5e3bd61; now refused). Then: slot 1's pod
 // releases token 60 at shutdown (ReleaseOnStop), slot 0's pod releases its own term (the
 // annotation now names slot 0's term), the controller has not acted yet, and slot 1's pod's
 // container restarts: the new Elector reads slot 1 Held with token 60, finds no annotation
@@ -52,12 +53,14 @@ func TestReview22bReplacedReleaseLetsRestartedHolderLead(t *testing.T) {
 		t.Fatalf("annotation %q, want %q after slot 1's release at shutdown", got, ra)
 	}
 
-	// Slot 0's holder releases its own term; the policy admits it over slot 1's release.
+	// Slot 0's holder releases its own term over slot 1's release: before the fix the policy
+	// admitted it; now only slot 1's holder may replace a release confirming its current term.
 	rb := lockv1.HolderReleaseValue(pb.UID, 100)
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, lockv1.AnnotationHolderRelease, rb)
-	if err := podClient(t, cfgB).Patch(t.Context(), &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
-		client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatalf("slot 0's release over slot 1's: %v, want admitted (the shipped policy)", err)
+	err = podClient(t, cfgB).Patch(t.Context(), &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+		client.RawPatch(types.MergePatchType, []byte(patch)))
+	if err == nil || !strings.Contains(err.Error(), "confirms the end of another slot's current term") {
+		t.Errorf("slot 0's release over slot 1's: %v, want refused (only slot 1's holder may replace it)", err)
 	}
 
 	// Slot 1's pod's container restarts: a new Elector, same pod identity, no memory.

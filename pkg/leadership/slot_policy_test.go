@@ -2,6 +2,7 @@ package leadership_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -54,9 +55,9 @@ func podClient(t *testing.T, cfg *rest.Config) client.Client {
 // TestSlotReleasePolicy: the shipped admission policy on a lock of several slots, with the
 // terms written by the test (no controller, so a release stays on a current term). A slot's
 // holder may release its own term; a pod holding no slot may not release, nor remove a
-// release naming a current term; another slot's holder may replace that release only with the
-// release of its own term (one annotation serves every slot: the replaced pod sends its
-// release again), and the first holder may then send its own again.
+// release naming a current term, and neither may another slot's holder, not even with the
+// release of its own term (review 22b: a replaced release let a restarted process of its pod
+// lead the released token again; that holder sends its release once the term named ends).
 func TestSlotReleasePolicy(t *testing.T) {
 	ns := namespace(t)
 	key := createLock(t, ns, "leader", 6)
@@ -94,7 +95,7 @@ func TestSlotReleasePolicy(t *testing.T) {
 		{"a pod holding no slot removes it", func() error { return remove(c2) }, "only the holder pod may remove or change it", r0},
 		{"a pod holding no slot replaces it with its own", func() error { return annotate(c2, lockv1.HolderReleaseValue(p2.UID, 1)) }, "the request comes from pod " + string(p2.UID), r0},
 		{"an administrator removes it", func() error { return remove(k8s) }, "only the holder pod may remove or change it", r0},
-		{"slot 0's holder replaces it with its own release", func() error { return annotate(c1, r1) }, "", r1},
+		{"slot 0's holder replaces it with its own release", func() error { return annotate(c1, r1) }, "confirms the end of another slot's current term", r0},
 		{"slot 1's holder sends its release again", func() error { return annotate(c0, r0) }, "", r0},
 		{"slot 0's holder removes slot 1's release", func() error { return remove(c1) }, "only the holder pod may remove or change it", r0},
 	}
@@ -113,10 +114,10 @@ func TestSlotReleasePolicy(t *testing.T) {
 }
 
 // TestSlotReleasesTakeTurns: two slots' holders release at once on a lock with no controller
-// acting: the second release replaces the first (one annotation for all slots), and the first
-// pod does not send its release again while the annotation names the other's current term
-// (else the two would replace each other for as long as the controller does not act); once
-// that term ends, it sends its release again.
+// acting: the second release is refused while the annotation confirms the first's current
+// term (one annotation for all slots, which only its holder may replace) and returns
+// ErrReleaseDeferred; that pod leads its released token no more, sends nothing while the first
+// term stands, and sends its release once that term has ended.
 func TestSlotReleasesTakeTurns(t *testing.T) {
 	ns := namespace(t)
 	key := createLock(t, ns, "leader", 6)
@@ -149,10 +150,13 @@ func TestSlotReleasesTakeTurns(t *testing.T) {
 	if err := ea.Release(t.Context()); err != nil {
 		t.Fatalf("slot 1's release = %v, want nil", err)
 	}
-	if err := eb.Release(t.Context()); err != nil {
-		t.Fatalf("slot 0's release, replacing slot 1's = %v, want nil", err)
+	if err := eb.Release(t.Context()); !errors.Is(err, leadership.ErrReleaseDeferred) {
+		t.Fatalf("slot 0's release while slot 1's confirms its current term = %v, want ErrReleaseDeferred", err)
 	}
-	rb := lockv1.HolderReleaseValue(pb.UID, 100)
+	if eb.Valid() {
+		t.Errorf("slot 0's pod leads the token it released (deferred)")
+	}
+	ra, rb := lockv1.HolderReleaseValue(pa.UID, 60), lockv1.HolderReleaseValue(pb.UID, 100)
 	rvOf := func() string {
 		var l lockv1.DistributedLock
 		if err := k8s.Get(t.Context(), key, &l); err != nil {
@@ -163,20 +167,19 @@ func TestSlotReleasesTakeTurns(t *testing.T) {
 	rv := rvOf()
 	// Several reads and watch events of each elector: no release goes out meanwhile.
 	time.Sleep(2500 * time.Millisecond)
-	if got := releaseOf(t, key); got != rb {
-		t.Errorf("annotation %q, want %q kept: slot 1's pod sent its release over slot 0's current one", got, rb)
+	if got := releaseOf(t, key); got != ra {
+		t.Errorf("annotation %q, want %q kept: slot 0's pod replaced slot 1's current release", got, ra)
 	}
 	if now := rvOf(); now != rv {
 		t.Errorf("the lock changed (resourceVersion %s to %s) with no one acting: the releases replace each other", rv, now)
 	}
-	// The controller's part: slot 0's term ends. Slot 1's pod sends its release again.
-	setStatus(t, key, func(s *lockv1.DistributedLockStatus) {
+	// The controller's part: slot 1's term ends. Slot 0's pod sends its release.
+	setSlot(t, key, 1, func(s *lockv1.DistributedLockStatus) {
 		s.Phase, s.Holder, s.HolderUID, s.FencingToken = lockv1.PhasePending, "", "", 0
 	})
-	ra := lockv1.HolderReleaseValue(pa.UID, 60)
-	eventually(t, 10*time.Second, func() bool { return releaseOf(t, key) == ra },
+	eventually(t, 10*time.Second, func() bool { return releaseOf(t, key) == rb },
 		func() string {
-			return fmt.Sprintf("annotation %q, want %q sent again once slot 0's term ended", releaseOf(t, key), ra)
+			return fmt.Sprintf("annotation %q, want %q sent once slot 1's term ended", releaseOf(t, key), rb)
 		})
 	if ea.Valid() || eb.Valid() {
 		t.Errorf("Valid: slot 1's pod %v, slot 0's pod %v; want both false", ea.Valid(), eb.Valid())
