@@ -99,11 +99,6 @@ func annotated(lock *lockv1.DistributedLock, uid types.UID, token int64) bool {
 	return err == nil && u == uid && tok == token
 }
 
-// refusedRelease reports whether a release patch's error proves the API server did not apply
-// it: an answer that refuses the request (admission, authorization, validation, conflict, a
-// lock not found, throttling). A timeout, a lost connection or a server error may hide an
-// applied patch: the token then stays released, and an observation of the lock settles it
-// (the annotation, or a release sent again while it is absent).
 // ErrReleaseDeferred is returned by a release that waits for another slot's: the lock's one
 // holder-release annotation confirms another slot's current term, which only that slot's
 // holder may replace (config/policy). The token stays released and the Elector sends the
@@ -116,6 +111,11 @@ func otherSlotReleasePending(err error) bool {
 	return refusedRelease(err) && strings.Contains(err.Error(), "confirms the end of another slot's current term")
 }
 
+// refusedRelease reports whether a release patch's error proves the API server did not apply
+// it: an answer that refuses the request (admission, authorization, validation, conflict, a
+// lock not found, throttling). A timeout, a lost connection or a server error may hide an
+// applied patch: the token then stays released, and an observation of the lock settles it
+// (the annotation, or a release sent again while it is absent).
 func refusedRelease(err error) bool {
 	var st apierrors.APIStatus
 	if err == nil || !errors.As(err, &st) {
