@@ -3,11 +3,16 @@ package leadership_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
@@ -93,5 +98,73 @@ func TestReview22cDeferredReleaseOfReleasingTerm(t *testing.T) {
 				t.Errorf("slot 0's pod leads token 100, which it released")
 			}
 		})
+	}
+}
+
+// TestReview22cPolicyPaths: review 22c of a9af7b6, the paths of the shipped policy on a lock
+// of three slots that TestSlotReleasePolicy does not take (sound on a9af7b6): the holder
+// withdraws its own current release; the operator's release-request beside a current
+// release; a stale release naming another slot's ended term, replaced by a slot holder or
+// removed by a pod holding no slot; a pod whose old release names slot 1 now holding slot 2.
+func TestReview22cPolicyPaths(t *testing.T) {
+	ns := namespace(t)
+	key := createLock(t, ns, "leader", 6)
+	setSpecSlots(t, key, 3)
+	p0, cfg0 := podIdentity(t, ns)
+	c0 := podClient(t, cfg0)
+	p1, c1 := workerPodIn(t, ns, "worker-1")
+	_, c2 := workerPodIn(t, ns, "worker-2") // holds no slot
+	waitPolicy(t, key)
+	setStatus(t, key, held(p1.Name, p1.UID, 100, 6))
+	setSlot(t, key, 1, held(p0.Name, p0.UID, 60, 6))
+	patch := func(c client.Client, annotations string) error {
+		return c.Patch(t.Context(), &lockv1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{`+annotations+`}}}`)))
+	}
+	annotate := func(c client.Client, v string) error {
+		return patch(c, fmt.Sprintf("%q:%q", lockv1.AnnotationHolderRelease, v))
+	}
+	remove := func(c client.Client) error { return patch(c, fmt.Sprintf("%q:null", lockv1.AnnotationHolderRelease)) }
+	r0, r1, r0s2 := lockv1.HolderReleaseValue(p0.UID, 60), lockv1.HolderReleaseValue(p1.UID, 100), lockv1.HolderReleaseValue(p0.UID, 70)
+	endSlot := func(i int32) func() error {
+		return func() error {
+			setSlot(t, key, i, func(s *lockv1.DistributedLockStatus) {
+				s.Phase, s.Holder, s.HolderUID, s.FencingToken = lockv1.PhasePending, "", "", 0
+			})
+			return nil
+		}
+	}
+	steps := []struct {
+		name string
+		send func() error
+		want string // "" admitted, else a part of the refusal
+		left string
+	}{
+		{"slot 1's holder releases", func() error { return annotate(c0, r0) }, "", r0},
+		{"the operator's release-request beside it", func() error { return patch(k8s, fmt.Sprintf("%q:%q", lockv1.AnnotationReleaseRequest, "100")) }, "", r0},
+		{"slot 1's holder withdraws its own current release", func() error { return remove(c0) }, "", ""},
+		{"slot 1's holder releases again", func() error { return annotate(c0, r0) }, "", r0},
+		{"slot 1's term ends (the controller)", endSlot(1), "", r0},
+		{"slot 0's holder replaces the stale release of slot 1's ended term", func() error { return annotate(c1, r1) }, "", r1},
+		{"a pod holding no slot removes slot 0's current release", func() error { return remove(c2) }, "only the holder pod may remove or change it", r1},
+		{"slot 1's old holder, now granted slot 2", func() error { setSlot(t, key, 2, held(p0.Name, p0.UID, 70, 6)); return nil }, "", r1},
+		{"it releases slot 2 over slot 0's current release", func() error { return annotate(c0, r0s2) }, "confirms the end of another slot's current term", r1},
+		{"it names its ended slot 1 term", func() error { return annotate(c0, r0) }, "does not name the term being held", r1},
+		{"slot 0's term ends (the controller)", endSlot(0), "", r1},
+		{"slot 2's holder releases over the stale one", func() error { return annotate(c0, r0s2) }, "", r0s2},
+		{"slot 2's term ends (the controller)", endSlot(2), "", r0s2},
+		{"a pod holding no slot removes the stale release", func() error { return remove(c2) }, "", ""},
+	}
+	for _, s := range steps {
+		err := s.send()
+		switch {
+		case s.want == "" && err != nil:
+			t.Errorf("%s: %v, want admitted", s.name, err)
+		case s.want != "" && (err == nil || !strings.Contains(err.Error(), s.want)):
+			t.Errorf("%s: err = %v, want a refusal containing %q", s.name, err, s.want)
+		}
+		if got := releaseOf(t, key); got != s.left {
+			t.Errorf("after %s: annotation %q, want %q", s.name, got, s.left)
+		}
 	}
 }
