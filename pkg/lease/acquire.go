@@ -25,7 +25,10 @@ import (
 // take many keys on one session on behalf of many holders. If the
 // transaction's answer was lost (the error wraps ErrUnknownOutcome), a key it
 // may have created is deleted again by the session, which retries until that
-// is settled (see Session).
+// is settled (see Session); the clean-up first puts the call's tombstone
+// P/gone/<call id> on the session's lease (kept for the session's life), and
+// the transaction compares it absent, so that the transaction, if it was only
+// delayed and lands later, creates nothing (review 22).
 func (s *Session) TryAcquire(ctx context.Context, key, holder string, opts ...LockOption) (*Lock, error) {
 	l, err := s.tryAcquire(ctx, key, holder, opts)
 	if err != nil {
@@ -54,7 +57,9 @@ func (s *Session) tryAcquire(ctx context.Context, key, holder string, opts []Loc
 	v := value{Holder: holder, Record: cfg.record, Call: newCallID()}
 	l, _, err = s.grab(ctx, key, v, cfg, false)
 	if errors.Is(err, ErrUnknownOutcome) {
-		s.settle(ctx, s.lockLeftover(key, v))
+		lo := s.lockLeftover(key, v)
+		lo.gone = s.eng.gonePath(v.Call)
+		s.settle(ctx, lo)
 	}
 	return l, err
 }
@@ -151,15 +156,22 @@ func (s *Session) grab(ctx context.Context, key string, v value, cfg lockConfig,
 //	CreateRevision(queue prefix) == 0      nobody queues (true for an empty range):
 //	                                       no barging, and no grant of an entry
 //	                                       (owner.go) can exist or be overtaken
+//	CreateRevision(P/gone/<call id>) == 0  the call has not given up (TryAcquire's
+//	                                       clean-up after a lost answer puts it;
+//	                                       a value without a call ID, Grant's, has none)
 //	guards...                              the caller's (WithGuard)
 func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConfig, lean bool) (int64, obstacle, error) {
 	e := s.eng
 	path, tomb, qdir := e.Path(key), e.tombPath(key), e.queueDir(key)
-	cmps := append([]clientv3.Cmp{
+	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(path), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix(),
-	}, cfg.guards...)
+	}
+	if v.Call != "" {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(e.gonePath(v.Call)), "=", 0))
+	}
+	cmps = append(cmps, cfg.guards...)
 	var els []clientv3.Op
 	if !lean || len(cfg.guards) > 0 {
 		els = append(e.stateReads(key), clientv3.OpGet(qdir, clientv3.WithPrefix(), clientv3.WithCountOnly()))

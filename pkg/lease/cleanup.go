@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -26,6 +27,12 @@ type leftover struct {
 	lock  bool   // a lock key (else a queue entry)
 	token int64  // if > 0: the grant (CreateRevision) left, whatever its value
 	upTo  int64  // if > 0: any key created at or before this revision
+	// gone, if set, is the etcd key of the call's tombstone (Engine.gonePath),
+	// put on the lease before the key is read: a write of the call whose
+	// answer was lost may still be on its way, and every write of the call
+	// compares the tombstone absent, so once it exists the read sees all that
+	// call will ever have written there (semaphore.go).
+	gone string
 }
 
 // ours reports whether kv, read at lo's path, is still what was left there
@@ -74,12 +81,17 @@ func (s *Session) settle(ctx context.Context, los ...leftover) {
 	s.handOver(left...)
 }
 
-// handOver gives los to the session's clean-up loop and wakes it.
+// handOver gives los to the session's clean-up loop and wakes it. Several
+// leftovers may share an etcd key (a semaphore's queue entry is one per
+// lease, and a second call may leave one before the first's is settled):
+// each is kept until it is settled, none replaces another (review 22).
 func (s *Session) handOver(los ...leftover) {
 	s.mu.Lock()
 	if s.err == nil {
 		for _, lo := range los {
-			s.leftovers[lo.path] = lo
+			if !slices.Contains(s.leftovers[lo.path], lo) {
+				s.leftovers[lo.path] = append(s.leftovers[lo.path], lo)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -112,9 +124,9 @@ func (s *Session) cleanLoop() {
 // cleanRound tries every leftover once; it reports whether none is left.
 func (s *Session) cleanRound() bool {
 	s.mu.Lock()
-	los := make([]leftover, 0, len(s.leftovers))
-	for _, lo := range s.leftovers {
-		los = append(los, lo)
+	var los []leftover
+	for _, at := range s.leftovers {
+		los = append(los, at...)
 	}
 	s.mu.Unlock()
 	for _, lo := range los {
@@ -122,11 +134,7 @@ func (s *Session) cleanRound() bool {
 		settled := s.cleanOne(ctx, lo, false)
 		cancel()
 		if settled {
-			s.mu.Lock()
-			if s.leftovers[lo.path] == lo {
-				delete(s.leftovers, lo.path)
-			}
-			s.mu.Unlock()
+			s.forgetLeftover(lo)
 		}
 	}
 	s.mu.Lock()
@@ -175,14 +183,14 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 			close(done)
 		}()
 	}
-	resp, err := s.cli.Get(ctx, lo.path)
+	kvs, err := s.readLeftover(ctx, lo)
 	if err != nil {
 		return false
 	}
-	if len(resp.Kvs) == 0 {
+	if len(kvs) == 0 {
 		return true
 	}
-	kv := resp.Kvs[0]
+	kv := kvs[0]
 	if !lo.ours(kv, s.id) {
 		return true
 	}
@@ -197,35 +205,66 @@ func (s *Session) cleanOne(ctx context.Context, lo leftover, claimed bool) bool 
 	return err == nil && del.Succeeded
 }
 
-// cleanNow settles the leftover at path, if any, in the caller's goroutine;
-// the caller holds its key's busy mark. It reports whether none is left at
+// readLeftover reads lo's key; with a tombstone to put first (lo.gone), it
+// puts it in the same transaction, before the read.
+func (s *Session) readLeftover(ctx context.Context, lo leftover) ([]*mvccpb.KeyValue, error) {
+	if lo.gone == "" {
+		resp, err := s.cli.Get(ctx, lo.path)
+		if err != nil {
+			return nil, err
+		}
+		return resp.Kvs, nil
+	}
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpPut(lo.gone, "", clientv3.WithLease(s.id)),
+		clientv3.OpGet(lo.path),
+	).Commit()
+	if err != nil {
+		return nil, err
+	}
+	return resp.Responses[1].GetResponseRange().Kvs, nil
+}
+
+// forgetLeftover drops lo from the clean-up loop's list.
+func (s *Session) forgetLeftover(lo leftover) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slices.DeleteFunc(s.leftovers[lo.path], func(x leftover) bool { return x == lo })
+	if len(at) == 0 {
+		delete(s.leftovers, lo.path)
+		return
+	}
+	s.leftovers[lo.path] = at
+}
+
+// cleanNow settles the leftovers at path, if any, in the caller's goroutine;
+// the caller holds their key's busy mark. It reports whether none is left at
 // path.
 func (s *Session) cleanNow(ctx context.Context, path string) bool {
 	s.mu.Lock()
-	lo, ok := s.leftovers[path]
+	los := slices.Clone(s.leftovers[path])
 	s.mu.Unlock()
-	if !ok {
+	if len(los) == 0 {
 		return true
 	}
 	cctx, cancel := s.cleanupContext(ctx)
 	defer cancel()
-	if !s.cleanOne(cctx, lo, true) {
-		return false
+	clean := true
+	for _, lo := range los {
+		if !s.cleanOne(cctx, lo, true) {
+			clean = false
+			continue
+		}
+		s.forgetLeftover(lo)
 	}
-	s.mu.Lock()
-	if s.leftovers[path] == lo {
-		delete(s.leftovers, path)
-	}
-	s.mu.Unlock()
-	return true
+	return clean
 }
 
 // leftoverAt reports whether the session is cleaning up path.
 func (s *Session) leftoverAt(path string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.leftovers[path]
-	return ok
+	return len(s.leftovers[path]) > 0
 }
 
 // abandon deletes, once and at once, what a call of a session that just

@@ -38,6 +38,11 @@ const maxKeyLen = 1024
 //	                                 semaphore s, FIFO by CreateRevision; never
 //	                                 a grant: a slot's grant is the lock key of
 //	                                 SlotKey(s, i) (semaphore.go)
+//	P/gone/<call id>                 the tombstone of an AcquireSlot,
+//	                                 TryAcquireSlot or TryAcquire call that
+//	                                 gave up after a write's answer was lost, on
+//	                                 its session's lease: that write, if it
+//	                                 lands later, fails
 //	P/fences/k                       a ForceRelease's freshness marker (seconds)
 //	P/idle                           never written: waiting sessions keep one
 //	                                 idle watch on it (keepWatchStream)
@@ -146,6 +151,9 @@ func (e *Engine) semDir(name string) string {
 func (e *Engine) semPath(name string, id clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%016x", e.semDir(name), int64(id))
 }
+
+// gonePath is the tombstone of the call whose random ID is call (semaphore.go).
+func (e *Engine) gonePath(call string) string { return e.prefix + "/gone/" + call }
 
 // validateKey checks a lock name: a relative, clean, printable path that
 // cannot escape the prefix.

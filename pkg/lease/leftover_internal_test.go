@@ -36,3 +36,25 @@ func TestLeftoverOurs(t *testing.T) {
 		})
 	}
 }
+
+// Leftovers that share an etcd key (a semaphore's queue entry is one per
+// lease) are each kept until settled: a second call's never replaces the
+// first's (review 22), and settling one forgets only that one.
+func TestLeftoversShareKey(t *testing.T) {
+	s := &Session{leftovers: make(map[string][]leftover), cleanc: make(chan struct{}, 1)}
+	first := leftover{key: "m", path: "/p/semaphores/sem/1", value: "first"}
+	second := leftover{key: "m", path: first.path, value: "second"}
+	s.handOver(first)
+	s.handOver(second, first)
+	if got := s.leftovers[first.path]; len(got) != 2 || got[0] != first || got[1] != second {
+		t.Fatalf("leftovers at %s after handing over first, second, first = %+v, want [first second]", first.path, got)
+	}
+	s.forgetLeftover(first)
+	if got := s.leftovers[first.path]; len(got) != 1 || got[0] != second || !s.leftoverAt(first.path) {
+		t.Fatalf("leftovers at %s after settling first = %+v, want [second]", first.path, got)
+	}
+	s.forgetLeftover(second)
+	if _, ok := s.leftovers[first.path]; ok || s.leftoverAt(first.path) {
+		t.Fatalf("leftovers at %s after settling both = %+v, want none", first.path, s.leftovers[first.path])
+	}
+}

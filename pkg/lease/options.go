@@ -69,7 +69,8 @@ func WithRecord(r json.RawMessage) LockOption {
 
 // engineCmps is the most compares the engine puts in one transaction of its
 // own (a queued waiter's grab: lock free, tombstone absent, own entry, oldest
-// entry); the caller's guards come on top.
+// entry; TryAcquire's: lock free, tombstone absent, queue empty, the call's
+// tombstone absent); the caller's guards come on top.
 const engineCmps = 4
 
 // lockConfig applies opts and checks them: the record must be valid JSON,

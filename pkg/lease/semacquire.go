@@ -15,11 +15,6 @@ import (
 // slots (review 22: 4 rounds refused callers while slots were free).
 const maxSlotTries = 2*MaxSlots + 4
 
-// errLeftEntry says that the queue entry a failed call of this session left
-// is still there and its delete has not got through yet: the caller backs
-// off and tries again.
-var errLeftEntry = errors.New("lease: a semaphore queue entry an earlier call left is still being deleted")
-
 // semCall is one AcquireSlot or TryAcquireSlot call.
 type semCall struct {
 	s      *Session
@@ -29,8 +24,12 @@ type semCall struct {
 	guards []clientv3.Cmp
 	entry  string // the call's queue entry (its etcd key)
 	evalue string // the entry's value
-	rev    int64  // the entry's CreateRevision, 0 while not queued
-	queued bool   // the call has (or may have) written its entry
+	gone   string // the call's tombstone (its etcd key; semaphore.go)
+	// lost counts the call's writes whose answer was lost: each may still
+	// land, until the call's tombstone exists.
+	lost   int
+	rev    int64 // the entry's CreateRevision, 0 while not queued
+	queued bool  // the call has (or may have) written its entry
 	// unsure holds, by slot, the send time of the first grant of that slot
 	// whose answer was lost: the slot key may exist with the call's value.
 	unsure map[int]instant
@@ -67,10 +66,12 @@ func (s *Session) acquireSlot(ctx context.Context, name, holder string, n int, o
 	defer s.unclaim(semMark(name))
 	ctx, cancel := s.bind(ctx)
 	defer cancel()
+	call := newCallID()
 	c := &semCall{
 		s: s, name: name, n: n, guards: cfg.guards,
-		v:      value{Holder: holder, Record: cfg.record, Call: newCallID(), Slots: n},
+		v:      value{Holder: holder, Record: cfg.record, Call: call, Slots: n},
 		entry:  s.eng.semPath(name, s.id),
+		gone:   s.eng.gonePath(call),
 		unsure: make(map[int]instant),
 		marked: make(map[int]bool),
 	}
@@ -85,13 +86,20 @@ func (s *Session) acquireSlot(ctx context.Context, name, holder string, n int, o
 			return
 		}
 		// What this call may have left is the session's to delete (settle
-		// retries it); a session that ended takes it with its lease.
+		// retries it); a session that ended takes it with its lease. After a
+		// lost answer the clean-up puts the call's tombstone before it reads,
+		// so that the write, if it lands later, fails.
 		var los []leftover
 		if c.queued {
 			los = append(los, leftover{key: semMark(name), path: c.entry, value: c.evalue})
 		}
 		for i := range c.unsure {
 			los = append(los, s.lockLeftover(SlotKey(name, i), c.v))
+		}
+		if c.lost > 0 {
+			for i := range los {
+				los[i].gone = c.gone
+			}
 		}
 		s.settle(ctx, los...)
 		s.abandon(los...)
@@ -141,9 +149,16 @@ func (c *semCall) grant(ctx context.Context, i int, st semState) (*SlotLock, err
 	if c.rev > 0 {
 		entry = c.entry
 	}
-	token, sent, err := s.grantSlot(ctx, c.name, i, c.v, st, entry, c.rev, c.guards)
+	// After a lost answer the grant also puts the call's tombstone, so that
+	// the lost write, should it land later, fails (semaphore.go).
+	gone := ""
+	if c.lost > 0 {
+		gone = c.gone
+	}
+	token, sent, err := s.grantSlot(ctx, c.name, i, c.v, st, entry, c.rev, c.gone, gone, c.guards)
 	switch {
 	case errors.Is(err, ErrUnknownOutcome):
+		c.lost++
 		if _, ok := c.unsure[i]; !ok {
 			// Keep the slot's busy mark until the call ends: the key may
 			// be ours, and it is settled then (taken or deleted).
@@ -185,8 +200,9 @@ func (c *semCall) unmark(i int) {
 
 // register starts tracking slot i's grant at token, confirmed by a
 // transaction sent at sent. On success nothing of the call is left unsure: a
-// lost grant that applied would have made this one's compares fail, and one
-// that applies later fails its own (the entry is gone, a slot key changed).
+// lost grant that applied would have made this one's compares fail, and a
+// lost write that lands later fails its compares on the call's tombstone,
+// which the grant put (or the caller did) when an answer was lost.
 func (c *semCall) register(i int, token int64, sent instant, fromRev int64) (*SlotLock, error) {
 	s, k := c.s, SlotKey(c.name, i)
 	l := s.newLock(k, s.eng.Path(k), token, c.v)
@@ -209,7 +225,7 @@ func (c *semCall) wait(ctx context.Context) (*SlotLock, error) {
 		}
 		if c.queued && c.rev == 0 {
 			if err := c.enqueue(ctx); err != nil {
-				if !unknownOutcome(err) && !overloaded(err) && !errors.Is(err, errLeftEntry) {
+				if !unknownOutcome(err) && !overloaded(err) {
 					return nil, err
 				}
 				s.backoff(ctx)
@@ -228,6 +244,12 @@ func (c *semCall) wait(ctx context.Context) (*SlotLock, error) {
 			if sent, ok := c.unsure[i]; ok {
 				// A grant whose answer was lost applied: the key is ours
 				// since before that transaction was sent.
+				if c.lost > 1 {
+					// Another lost write may still land: the tombstone first.
+					if err := c.bury(ctx); err != nil {
+						return nil, err
+					}
+				}
 				c.queued = false // that grant deleted the entry
 				return c.register(i, st.slots[i].lock.CreateRevision, sent, st.slots[i].lock.ModRevision+1)
 			}
@@ -294,40 +316,43 @@ func (c *semCall) entryIfQueued() string {
 	return ""
 }
 
-// enqueue puts the call's entry at the back of the semaphore's queue. An
-// entry this call put in an earlier, interrupted try keeps its place; one
-// another call of this session left (one entry per lease, and one
-// AcquireSlot per semaphore and session at a time) is deleted first, so that
-// this call does not take its place ahead of waiters that came after it.
+// enqueue puts the call's entry at the back of the semaphore's queue,
+// unless the call's tombstone exists. An entry this call put in an earlier,
+// interrupted try keeps its place; one another call of this session left
+// (one entry per lease, and one AcquireSlot per semaphore and session at a
+// time) is deleted first, guarded by its CreateRevision, whether or not the
+// session's clean-up knows of it: an entry is never a grant, and this call
+// must not take its place ahead of waiters that came after it (review 22).
 func (c *semCall) enqueue(ctx context.Context) error {
 	s := c.s
 	for range 3 {
 		tctx, cancel := s.callContext(ctx)
 		resp, err := s.cli.Txn(tctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.entry), "=", 0)).
+			If(clientv3.Compare(clientv3.CreateRevision(c.entry), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(c.gone), "=", 0)).
 			Then(clientv3.OpPut(c.entry, c.evalue, clientv3.WithLease(s.id))).
 			Else(clientv3.OpGet(c.entry)).
 			Commit()
 		cancel()
 		if err != nil {
+			if unknownOutcome(err) {
+				c.lost++
+			}
 			return fmt.Errorf("enqueue: %w", err)
 		}
 		if resp.Succeeded {
 			c.rev = resp.Header.Revision
 			return nil
 		}
-		kv := resp.Responses[0].GetResponseRange().Kvs[0]
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			// Only the call's own clean-up puts its tombstone, after the call.
+			return fmt.Errorf("enqueue: %w: the call's tombstone %s exists", ErrInvalid, c.gone)
+		}
+		kv := kvs[0]
 		if string(kv.Value) == c.evalue {
 			c.rev = kv.CreateRevision
 			return nil
-		}
-		if s.leftoverAt(c.entry) {
-			// A failed call of this session left it and the session is
-			// deleting it; this call holds the mark, so it deletes it.
-			if s.cleanNow(ctx, c.entry) {
-				continue
-			}
-			return errLeftEntry
 		}
 		_, err = s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.entry), "=", kv.CreateRevision)).
@@ -338,4 +363,15 @@ func (c *semCall) enqueue(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("enqueue: %w: a stale queue entry of this lease keeps coming back", ErrLocked)
+}
+
+// bury puts the call's tombstone on the session's lease: from then on no
+// write of the call applies (they all compare it absent).
+func (c *semCall) bury(ctx context.Context) error {
+	tctx, cancel := c.s.callContext(ctx)
+	defer cancel()
+	if _, err := c.s.cli.Put(tctx, c.gone, "", clientv3.WithLease(c.s.id)); err != nil {
+		return fmt.Errorf("put the call's tombstone: %w", err)
+	}
+	return nil
 }

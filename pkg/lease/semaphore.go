@@ -13,20 +13,24 @@ import (
 // otherwise, the controller's layout for a DistributedLock with spec.slots),
 // and its grant is that lock's key P/locks/SlotKey(s, i), on the holder's
 // lease. Blocking callers queue, FIFO by CreateRevision, under
-// P/semaphores/<escaped s>/<lease hex>; an entry is never a grant, only a
-// place in line. A slot is granted by one transaction, sent by TryAcquireSlot
-// (nobody queues) or by the oldest waiter, which also deletes its own entry:
+// P/semaphores/<escaped s>/<lease hex>, by If(entry absent, the call's
+// tombstone absent) Then(Put(entry, WithLease(session))); an entry is never a
+// grant, only a place in line. A slot is granted by one transaction, sent by
+// TryAcquireSlot (nobody queues) or by the oldest waiter, which also deletes
+// its own entry:
 //
 //	If(CreateRevision(slot key) == 0,                   the slot's lock key is absent
 //	   CreateRevision(slot's tombstone) == 0,           no ForceRelease lock-delay on it
 //	   CreateRevision(slot's queue prefix) == 0,        no mutex Acquire waits for that key
 //	   CreateRevision(P/locks/s) <= R,                  no slot key created
 //	   CreateRevision(P/locks/s/slot/ prefix) <= R,     since the read at revision R
+//	   CreateRevision(P/gone/<call id>) == 0,           the call has not given up (below)
 //	   waiter:  CreateRevision(own entry) == own rev,   still queued (not gone with its lease)
 //	            CreateRevision(semaphore queue prefix) >= own rev   nobody older queues
 //	   TryAcquireSlot: CreateRevision(semaphore queue prefix) == 0  nobody queues
 //	   guards...)                                       the caller's (WithGuard)
-//	Then(Put(slot key, {holder, record, slots: n}, WithLease(session)), waiter: Delete(own entry))
+//	Then(Put(slot key, {holder, record, slots: n}, WithLease(session)), waiter: Delete(own entry),
+//	     after a lost answer: Put(P/gone/<call id>, WithLease(session)))
 //
 // At most n holders. A caller takes only slots 0..n-1, and each slot is a lock
 // key, which the first compare lets exist once: two waiters, or a waiter and
@@ -61,10 +65,34 @@ import (
 // (its lock key, tombstone or oldest mutex waiter), and re-reads at least
 // every TTL/3, so a stalled watch delays the queue by at most that.
 //
+// Late writes. A write whose answer was lost (a deadline, a broken
+// connection) may still reach etcd later, at any time while the session's
+// lease lives. Every write of a call, its enqueue and its grants, compares
+// the call's tombstone P/gone/<call id> absent (the call ID is random, per
+// call). A call that gives up after a lost answer has its clean-up put the
+// tombstone on the session's lease in the transaction that reads what the
+// call may have left, before that read, and delete what the read shows: a
+// late write then fails its compare, so nothing of the call appears after
+// its clean-up (review 22: a late enqueue would head the queue, a late
+// TryAcquireSlot grant would hold a slot no Lock tracks, each for the
+// session's life). A call that gets its slot after a lost answer puts the
+// tombstone with its grant, or, when it learned by a read that its lost
+// grant applied and another answer was lost too, just before it returns, so
+// no late write lands after its Release either. The tombstone stays until
+// the session ends (a write on a lease that ended is refused): one small key
+// per call that lost an answer; a call whose answers all came writes none.
+// The compare only narrows when a grant applies, so the rule above holds as
+// it is.
+//
 // Leaving the queue. A waiter whose ctx ends deletes its entry (guarded by
 // its value: never another call's) before AcquireSlot returns, or, if that
 // fails, its session's clean-up does, retrying every TTL/20; the waiter
-// behind it then moves up. A waiter whose session ends returns the session's
+// behind it then moves up. An AcquireSlot that finds an entry of its lease
+// that is not its own (one an earlier call left) deletes it, guarded by its
+// CreateRevision, before it queues: an entry is never a grant, and one
+// AcquireSlot of a semaphore runs per session at a time. The session's
+// clean-up keeps each leftover of an etcd key until it is settled, never only
+// the last call's (review 22). A waiter whose session ends returns the session's
 // error; its entry goes with its lease, or, if its session's validity lapsed
 // before etcd expired the lease, the waiter deletes it once at once. A waiter
 // whose process died without a revoke blocks the line until etcd expires its

@@ -184,18 +184,19 @@ func (s *Session) readSem(ctx context.Context, name string, n int, entry string,
 }
 
 // slotCmps is the number of compares of a slot's grant without guards
-// (semaphore.go); with its two operations it bounds the guards a caller may
-// add.
-const slotCmps = 7
+// (semaphore.go); with its two operations (three with the tombstone) it
+// bounds the guards a caller may add.
+const slotCmps = 8
 
 // grantSlot sends the grant of slot i (semaphore.go's transaction) with
 // value v, from the read st; the waiter's entry is at entry with
-// CreateRevision rev, or entry is "" for TryAcquireSlot. It returns the
+// CreateRevision rev, or entry is "" for TryAcquireSlot; the call's tombstone
+// is at gone, and bury, if set (gone too), puts it with the grant. It returns the
 // grant's revision (the token), 0 when a compare of the engine failed (the
 // caller reads again), or ErrGuardFailed when they held and a guard did not.
 // sent is always set; the error wraps ErrUnknownOutcome when the answer was
 // lost.
-func (s *Session) grantSlot(ctx context.Context, name string, i int, v value, st semState, entry string, rev int64, guards []clientv3.Cmp) (token int64, sent instant, err error) {
+func (s *Session) grantSlot(ctx context.Context, name string, i int, v value, st semState, entry string, rev int64, gone, bury string, guards []clientv3.Cmp) (token int64, sent instant, err error) {
 	e := s.eng
 	k := SlotKey(name, i)
 	path, dir := e.Path(k), e.semDir(name)
@@ -205,8 +206,12 @@ func (s *Session) grantSlot(ctx context.Context, name string, i int, v value, st
 		clientv3.Compare(clientv3.CreateRevision(e.queueDir(k)), "=", 0).WithPrefix(),
 		clientv3.Compare(clientv3.CreateRevision(e.Path(name)), "<", st.rev+1),
 		clientv3.Compare(clientv3.CreateRevision(e.Path(name)+slotInfix), "<", st.rev+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(gone), "=", 0),
 	}
 	then := []clientv3.Op{clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id))}
+	if bury != "" {
+		then = append(then, clientv3.OpPut(bury, "", clientv3.WithLease(s.id)))
+	}
 	if entry != "" {
 		cmps = append(cmps,
 			clientv3.Compare(clientv3.CreateRevision(entry), "=", rev),

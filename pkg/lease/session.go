@@ -55,7 +55,7 @@ type Session struct {
 	locks      map[string]*Lock         // held keys, by lock name
 	busy       map[string]bool          // lock names with an acquire, adopt or clean-up in flight
 	cleaning   map[string]chan struct{} // lock names the clean-up loop marks busy: closed when it is done
-	leftovers  map[string]leftover      // by etcd key: what failed calls may have left
+	leftovers  map[string][]leftover    // by etcd key: what failed calls may have left
 	free       map[string]bool          // lock names this session's last Acquire found free (wasFree)
 	keepStop   context.CancelFunc       // ends keepWatchStream's idle watch; nil when none runs
 }
@@ -164,7 +164,7 @@ func (e *Engine) start(id clientv3.LeaseID, ttl, margin time.Duration, sent inst
 		done:       make(chan struct{}),
 		checkc:     make(chan struct{}, 1),
 		cleanc:     make(chan struct{}, 1),
-		leftovers:  make(map[string]leftover),
+		leftovers:  make(map[string][]leftover),
 		validUntil: sent.Add(ttl - margin),
 		locks:      make(map[string]*Lock),
 		busy:       make(map[string]bool),
