@@ -197,7 +197,12 @@ func decideUnpublished(in *input) decision {
 	if in.full && in.g.holderUID != st.HolderUID {
 		// The other slots hold spec.slots terms (spec.slots lowered while this grant was in
 		// flight): publishing it would be a grant beyond N, as decideNoHolder's (review 22b).
-		// The slot's own holder's grant (a restart's new term) adds no pod.
+		// The slot's own holder's grant (a restart's new term) adds no pod. An end the grant
+		// records is published at once, with no grant, as the turn that decided it would
+		// have (review 22c: judged again, a proven end could wait the lock delay).
+		if endsPublished(in) {
+			return decision{verb: actEnd, reason: in.g.rec.Ends.Reason}
+		}
 		return decision{verb: actDiscard}
 	}
 	if _, held := in.others[in.g.holderUID]; held {
@@ -323,6 +328,10 @@ func decideReleasing(in *input) decision {
 	switch {
 	case e.attested && !corrupt:
 		return endTerm(in, e.reason)
+	case e.proof && ours && !corrupt && !byOperator && in.full:
+		// As below, but the other slots hold spec.slots terms (a shrink): the term ends at
+		// once (its old process is gone) and this slot grants no new term (review 22c).
+		return endTerm(in, e.reason)
 	case e.proof && ours && !corrupt && !byOperator:
 		// The crash's Releasing, then the restarted container eligible: a new term for the
 		// same pod at once. Never the old token back, never another pod before the delay.
@@ -341,7 +350,7 @@ func decideReleasing(in *input) decision {
 	}
 	wait := releaseWait(in.spec, st)
 	var requeue time.Duration
-	if !g.present() && e.reason == "" && e.pod != nil && !byOperator && !corrupt && releasingReason(st) != lockv1.ReasonHolderRestarted && !mayHaveRestarted(in) {
+	if !g.present() && e.reason == "" && e.pod != nil && !byOperator && !corrupt && releasingReason(st) != lockv1.ReasonHolderRestarted && !mayHaveRestarted(in) && !in.full {
 		// The key vanished while Releasing (the fast path's grant failed after its delete;
 		// the controller was down past the grant lease) and the holder is eligible: as for a
 		// Held term, a new term for it at once, with a new token. Never for a term whose end
@@ -353,7 +362,10 @@ func decideReleasing(in *input) decision {
 	// keeps a token. Nor does a term whose record names no containers (granted by a
 	// controller before the restart rule, or rewritten by one during an upgrade): a restart of
 	// it could not be seen.
-	if e.reason == "" && ours && !byOperator && !corrupt && len(g.rec.Containers) > 0 {
+	// Neither a regrant above nor a return to Held while the other slots hold spec.slots
+	// terms: the Releasing holder's term may have run out its delay, so a new term for it
+	// would be one beyond spec.slots (review 22c).
+	if e.reason == "" && ours && !byOperator && !corrupt && len(g.rec.Containers) > 0 && !in.full {
 		need := returnAfter(st)
 		switch {
 		case in.clocks.eligibleAgain >= need && in.clocks.mayReturn:

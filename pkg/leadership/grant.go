@@ -65,6 +65,16 @@ func judgeSlot(lock *lockv1.DistributedLock, st *lockv1.DistributedLockStatus, m
 	return grantLead
 }
 
+// resendReleasing reports whether a Releasing term of me (st, its slot's view) under a token
+// this process released lacks its release on the lock while nothing stands in its way: the
+// patch was lost, its outcome unknown, or it was deferred behind another slot's release
+// (ErrReleaseDeferred) that has since been acted on. The holder's release ends a Releasing
+// term at once, so it is sent again (review 22c: only a Held term's was).
+func resendReleasing(lock *lockv1.DistributedLock, st *lockv1.DistributedLockStatus, me types.UID, released int64) bool {
+	return st.Phase == lockv1.PhaseReleasing && st.HolderUID == me && st.FencingToken > 0 && st.FencingToken <= released &&
+		!annotated(lock, me, st.FencingToken) && !releasesOtherTerm(lock, me)
+}
+
 // releasesOtherTerm reports whether the lock's holder-release annotation names another pod's
 // current term (another slot's holder, its term not ended yet). A lock has one annotation for
 // all its slots: that pod's release replaced this pod's, and the controller has yet to act on

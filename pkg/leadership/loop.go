@@ -152,6 +152,10 @@ func (l *loop) observe(o observation) {
 		l.e.released.Store(max(l.e.released.Load(), st.FencingToken))
 	case grantResend:
 		l.resend(st.FencingToken)
+	case grantNone:
+		if resendReleasing(o.lock, st, l.e.cfg.Identity, l.e.released.Load()) {
+			l.resend(st.FencingToken)
+		}
 	}
 	if l.term != nil && (!mine || st.FencingToken != l.term.token || int(slot) != l.term.slot) {
 		l.endReleasing(endReason(st, l.e.cfg.Identity, int(slot) != l.term.slot))

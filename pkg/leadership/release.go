@@ -60,9 +60,13 @@ func (v view) names(uid types.UID, token int64) bool {
 // usual. Release returns when the API server answered, with its error if it refused (the
 // admission policy's message) or could not be reached within Config.ReleaseTimeout. A refused
 // release is not retried: the pod may then lead that term again, and the controller ends it
-// the slow way. A release without an answer (a timeout, a lost connection: it may have been
-// applied) keeps the token released, and is sent again when an observation shows the term
-// still Held without the annotation. It returns ctx's error when ctx ends first (the release
+// the slow way; except a release refused because the lock's one annotation confirms another
+// slot's current term (a lock with spec.slots > 1): it returns ErrReleaseDeferred, the token
+// stays released, and it is sent again once that term has ended, while Run runs (a process
+// that exits first has its term ended by other proof or the lock delay). A release without an
+// answer (a timeout, a lost connection: it may have been applied) keeps the token released,
+// and is sent again when an observation shows the term still Held or Releasing without the
+// annotation. It returns ctx's error when ctx ends first (the release
 // may still be sent), and ErrNotRunning when Run is not running.
 func (e *Elector) Release(ctx context.Context) error {
 	if !e.ran.Load() {
