@@ -328,13 +328,13 @@ func decideReleasing(in *input) decision {
 	switch {
 	case e.attested && !corrupt:
 		return endTerm(in, e.reason)
-	case e.proof && ours && !corrupt && !byOperator && in.full:
-		// As below, but the other slots hold spec.slots terms (a shrink): the term ends at
-		// once (its old process is gone) and this slot grants no new term (review 22c).
-		return endTerm(in, e.reason)
-	case e.proof && ours && !corrupt && !byOperator:
+	case e.proof && ours && !corrupt && !byOperator && (!in.full || in.clocks.releasing < releaseWait(in.spec, st)):
 		// The crash's Releasing, then the restarted container eligible: a new term for the
 		// same pod at once. Never the old token back, never another pod before the delay.
+		// While the other slots hold spec.slots terms (a shrink) only within the delay, when
+		// the old term may still count: after it, a new term would be one beyond spec.slots,
+		// and the term ends with no grant below; ending it at once would let another pod in
+		// before the delay once the shrink completes (reviews 22c, 22d).
 		return restartTerm(e)
 	}
 	if ours && g.rec.Phase == lockv1.PhaseHeld {

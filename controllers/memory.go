@@ -282,6 +282,16 @@ func (m *memory) wrote(key string, uid types.UID, rv string) {
 	m.with(key, uid, func(lm *lockMemory, _ time.Time) { lm.written = rv })
 }
 
+// behindOwnWrite reports whether this replica wrote the lock and rv is not that write's
+// resourceVersion: a cached copy that may not show that write yet (or a later write by
+// someone else; resourceVersions are not ordered).
+func (m *memory) behindOwnWrite(key string, uid types.UID, rv string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lm := m.locks[key]
+	return lm != nil && lm.uid == uid && lm.written != "" && lm.written != rv
+}
+
 // ownWrite reports whether rv is the resourceVersion of this replica's last write of the
 // lock: its watch event shows nothing the writer did not know.
 func (m *memory) ownWrite(key string, uid types.UID, rv string) bool {

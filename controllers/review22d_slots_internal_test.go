@@ -46,6 +46,9 @@ func TestReview22dFullRestartEndSkipsDelay(t *testing.T) {
 	if d.verb != actEnd {
 		return // the delay is kept (actWait) or the term otherwise not ended before it
 	}
+	if d.next != nil && d.next.UID == in.holder.pod.UID {
+		return // restartTerm: the same pod's new term (the fix): no other pod in slot 0, no pod added
+	}
 	// What follows once z's removed slot ends (full clears) while x's delay still runs:
 	// slot 0 has no term, and its turn grants at once.
 	after := slotLockOf(2, map[int32]slotTerm{1: {pod: "a", token: 101}})

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -47,6 +49,10 @@ func slotKey(key string, i int32) string {
 }
 
 const slotInfix = "/slot/"
+
+// fullRecheck is how soon a reconcile that found a slot full, and left fewer open terms
+// than spec.slots, judges the lock again.
+const fullRecheck = 100 * time.Millisecond
 
 // keyLock returns the namespace and name of the lock an engine lock name belongs to (its
 // own key or one of its slot keys).
@@ -192,9 +198,23 @@ func slotCount(l *lockv1.DistributedLock, key string, keys []string) int32 {
 // one left it; the finalizer goes once every slot's term has ended.
 func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.DistributedLock, fresh bool) (ctrl.Result, error) {
 	key := lockKey(lock.Namespace, lock.Name)
+	if !fresh && r.mem.behindOwnWrite(key, lock.UID, lock.ResourceVersion) {
+		// A slot turn that only waits writes no etcd and so never asks for the uncached
+		// read; judged on a cache behind this replica's last write, a slot left full by a
+		// removed slot that has since ended would wait for the next event, or a removed
+		// slot's stale Releasing restart its delay (review 22d). Slot locks are read
+		// uncached after this replica's own writes until the cache shows them.
+		var live lockv1.DistributedLock
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lock), &live); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil // deleted meanwhile; its event brings the next turn
+			}
+			return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
+		}
+		lock, fresh = &live, true
+	}
 	var keys []string
-	var keysErr error
-	real, drop := lock, true
+	real, drop, full := lock, true, false
 	var requeue time.Duration
 	for i := int32(0); i < slotCount(real, key, keys); i++ {
 		r.noteSlot(key, i)
@@ -206,15 +226,26 @@ func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.Distribute
 			real, fresh = t.slot.real, true // this turn's write: the lock as the API server has it
 		}
 		drop = drop && t.dropFinalizer
+		full = full || t.slot.full
 		requeue = minPositive(requeue, t.requeue)
 		if i == 0 {
 			// After slot 0's turn, which with etcd down publishes EtcdAvailable=False as a
-			// one-slot lock's turn does (review 22).
-			keys, keysErr = r.slotKeys(ctx, key)
+			// one-slot lock's turn does (review 22). When the list fails, etcd has just
+			// become unreachable: the other slots' reads would each wait out their timeout
+			// before the next reconcile's slot 0 turn publishes the outage, so the
+			// reconcile ends here (nothing found only by its key is judged; the finalizer
+			// stays).
+			var err error
+			if keys, err = r.slotKeys(ctx, key); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
-	if keysErr != nil {
-		return ctrl.Result{}, keysErr
+	if full && openTerms(&real.Status, -1) < real.Spec.EffectiveSlots() {
+		// A slot judged full earlier in this reconcile is full no more (a later, removed
+		// slot's term ended): judge it again soon, on the lock as written, rather than when
+		// the next event comes; the cache may still show the removed slot (review 22d).
+		requeue = minPositive(requeue, fullRecheck)
 	}
 	if !isSlotLock(real) && len(keys) == 0 {
 		r.mu.Lock()
@@ -228,8 +259,7 @@ func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.Distribute
 }
 
 // slotKeys lists the etcd keys of the slots of the lock named key, with an error that says
-// so. When it fails, the slot turns still run: each reads its own key, and nothing found only
-// by its key is judged, so the caller keeps the finalizer and returns the error.
+// so.
 func (r *Reconciler) slotKeys(ctx context.Context, key string) ([]string, error) {
 	ictx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
