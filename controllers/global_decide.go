@@ -26,7 +26,8 @@ type roundInput struct {
 	// round vouches for: a transaction comparing the key's CreateRevision with the token and
 	// the election's IsOwner (publishing a grant: the grant's own transaction).
 	confirm confirmation
-	// next is the round to write and token the grant it vouches for.
+	// next is the round to write and token the grant it vouches for. A token is the grant
+	// key's CreateRevision, always > 0.
 	next  int64
 	token int64
 }
@@ -57,11 +58,15 @@ const (
 	roundLost
 	// roundNotNext: next is not one above the round seen (the CRD's rule refuses it anyway).
 	roundNotNext
+	// roundNoToken: the round would vouch for token 0 (or below). No grant has it: etcd's
+	// compare CreateRevision(K) == 0 holds exactly when K is absent, so a "confirmation" of
+	// token 0 that held proves the grant gone. Bad input: write nothing.
+	roundNoToken
 )
 
 // String names the verdict for logs and test messages.
 func (v roundVerdict) String() string {
-	return [...]string{"write", "observe", "confirm", "lost", "not next"}[v]
+	return [...]string{"write", "observe", "confirm", "lost", "not next", "no token"}[v]
 }
 
 // mayWriteRound decides whether this manager may write round in.next now. It may only after
@@ -71,6 +76,8 @@ func (v roundVerdict) String() string {
 // needs a new confirmation sent after r+1 was seen, which fails once the grant is gone.
 func mayWriteRound(in roundInput) roundVerdict {
 	switch {
+	case in.token <= 0:
+		return roundNoToken
 	case !in.seen:
 		return roundObserve
 	case in.next != in.seenRound+1:

@@ -78,6 +78,13 @@ func TestMayWriteRound(t *testing.T) {
 			want: roundNotNext,
 		},
 		{
+			// A held compare CreateRevision(K) == 0 shows K absent: it confirms no grant.
+			name: "a round for token 0",
+			in: roundInput{seen: true, seenRound: 7, seenAt: ts(10),
+				confirm: confirmation{sent: ts(11), done: true, held: true, token: 0}, next: 8, token: 0},
+			want: roundNoToken,
+		},
+		{
 			name: "the same round again",
 			in:   roundInput{seen: true, seenRound: 7, seenAt: ts(10), confirm: ok(11), next: 7, token: gTok},
 			want: roundNotNext,
@@ -175,6 +182,43 @@ func TestDecideTakeover(t *testing.T) {
 			name: "a waiting record of an older observation: a new one for this observation",
 			in:   with(func(in *takeoverInput) { in.goneRev = 610 }),
 			want: takeover{verb: takeTombstone, basis: 610},
+		},
+		{
+			// A watch reset at 125 s re-read both keys at revision 610: K still absent, T still
+			// at the own record 502. The wait stands and counts from 100 s, not 125 s.
+			name: "a newer observation shows the own record standing: the wait counts from the first reception",
+			in: with(func(in *takeoverInput) {
+				in.now, in.goneRev, in.goneAt, in.tomb.basisAt, in.tombMod = ts(125.5), 610, ts(125), ts(100), 502
+			}),
+			want: takeover{verb: takeWait, wait: 4500 * time.Millisecond},
+		},
+		{
+			name: "a newer observation shows the own record standing, D after the first reception: grant",
+			in: with(func(in *takeoverInput) {
+				in.goneRev, in.goneAt, in.tomb.basisAt, in.tombMod = 610, ts(125), ts(100), 502
+			}),
+			want: takeover{verb: takeGrant, tombRev: 502},
+		},
+		{
+			name: "a newer observation shows the tombstone changed since the own record: a new record",
+			in: with(func(in *takeoverInput) {
+				in.goneRev, in.goneAt, in.tomb.basisAt, in.tombMod = 610, ts(125), ts(100), 507
+			}),
+			want: takeover{verb: takeTombstone, basis: 610},
+		},
+		{
+			name: "a newer observation shows another cluster's record: yield",
+			in: with(func(in *takeoverInput) {
+				in.goneRev, in.goneAt, in.tomb.basisAt, in.tombMod = 610, ts(125), ts(100), 507
+				in.rival, in.rivalSince = true, ts(125)
+			}),
+			want: takeover{verb: takeYield, wait: 54 * time.Second},
+		},
+		{
+			// No etcd reply says a transaction that compared ModRevision(T) <= 500 held at 500.
+			name: "a held waiting record at its basis revision: bad input, start over",
+			in:   with(func(in *takeoverInput) { in.tomb.rev = 500 }),
+			want: takeover{verb: takeRestart},
 		},
 		{
 			name: "the waiting record's reply is due",

@@ -20,6 +20,12 @@ import (
 //  3. after D, grants with a transaction comparing the grant key absent and the tombstone's
 //     ModRevision equal to its own record's revision w (nothing since).
 //
+// A newer observation (a watch re-established, a resync) that still shows the grant key
+// absent and the tombstone at w leaves the wait standing: it still counts from the reception
+// of the observation the record compared against. Writing a new record for every newer
+// observation would restart the wait each time, and a manager whose watch resets more often
+// than D would never grant.
+//
 // So no grant committed between v and the new grant: every earlier grant's key was gone at v,
 // every confirmation of it was answered before this manager received the observation, and
 // every pod that any such confirmation kept valid has stopped by that reception plus D - m.
@@ -29,9 +35,9 @@ type takeoverInput struct {
 	now clock.Instant
 	// ownDelay is this cluster's lock delay for the lock (spec.lockDelaySeconds).
 	ownDelay time.Duration
-	// gone: an observation showed the grant key absent at etcd revision goneRev; goneAt is
-	// when this process received it; goneDelay the lock delay the tombstone's record as of
-	// goneRev carries (0: no record).
+	// gone: the newest observation showed the grant key absent at etcd revision goneRev;
+	// goneAt is when this process received it; goneDelay the lock delay the tombstone's
+	// record as of goneRev carries (0: no record).
 	gone      bool
 	goneRev   int64
 	goneAt    clock.Instant
@@ -43,17 +49,24 @@ type takeoverInput struct {
 	// tomb is this process's waiting record, if it sent one.
 	tomb tombstoneWrite
 	// newer: an observation received after the tombstone write's reply shows the grant key
-	// present (keyPresent) or the tombstone at ModRevision tombMod (0: not seen since).
+	// present (keyPresent) or the tombstone at ModRevision tombMod (0: not seen since). When
+	// that observation is the newest one (goneRev above tomb.basis), tombMod is the
+	// tombstone's ModRevision as of goneRev.
 	keyPresent bool
 	tombMod    int64
 }
 
 // tombstoneWrite is the outcome of one waiting-record transaction.
 type tombstoneWrite struct {
-	// sent: the transaction was sent; basis is the goneRev its compare used.
-	sent  bool
-	basis int64
-	// answered: its reply arrived; held: its compares held; rev is its revision (w).
+	// sent: the transaction was sent; basis is the goneRev its compare used, and basisAt
+	// the goneAt of that observation: when this process received it (its clock). While
+	// goneRev is basis the wait counts from goneAt; once a newer observation has replaced
+	// goneRev and goneAt and shows this record standing, it counts from basisAt.
+	sent    bool
+	basis   int64
+	basisAt clock.Instant
+	// answered: its reply arrived; held: its compares held; rev is its revision (w), above
+	// basis whenever it held (the record committed after the observation it compared).
 	// ambiguous: it ended without a reply (a timeout, a lost connection): it may have
 	// committed or not, and this process does not know w.
 	answered, held, ambiguous bool
@@ -78,7 +91,9 @@ const (
 	// takePending: the waiting record's reply is due.
 	takePending
 	// takeRestart: the wait is void (the waiting record was refused, its outcome is unknown,
-	// or the tombstone changed since): observe again; a new observation starts a new wait.
+	// the tombstone changed since, or the reply says it held at a revision not above its
+	// basis, which no etcd reply can: bad input): observe again; a new observation starts a
+	// new wait.
 	takeRestart
 	// takeYield: another cluster is waiting: let it grant; take over only if its record
 	// stands unchanged for twice the wait (that manager is gone).
@@ -100,14 +115,19 @@ type takeover struct {
 }
 
 // decideTakeover decides the next step of taking over a global grant that is gone. The wait
-// counts from the reception of the observation, not from the tombstone's acknowledgement:
-// the tombstone's compare (nothing since goneRev) makes a late-landing tombstone harmless, and
-// an earlier start can only be later in real time than every confirmation of the gone grant.
+// counts from the reception of the observation the waiting record compared against (goneAt,
+// or tomb.basisAt once a newer observation came), not from the record's acknowledgement: the record's compare (nothing since
+// that revision) makes a late-landing record harmless, and an earlier start can only be later
+// in real time than every confirmation of the gone grant. A newer observation that shows the
+// own record still standing keeps that start.
 func decideTakeover(in takeoverInput) takeover {
 	wait := max(in.ownDelay, in.goneDelay)
+	start := in.goneAt
 	switch {
 	case !in.gone || in.keyPresent:
 		return takeover{verb: takeIdle}
+	case ownRecordStands(in):
+		start = in.tomb.basisAt
 	case !in.tomb.sent || in.tomb.basis != in.goneRev:
 		if in.rival {
 			if left := 2*wait - in.now.Sub(in.rivalSince); left > 0 {
@@ -115,15 +135,24 @@ func decideTakeover(in takeoverInput) takeover {
 			}
 		}
 		return takeover{verb: takeTombstone, basis: in.goneRev}
-	case in.tomb.ambiguous || (in.tomb.answered && !in.tomb.held):
+	case in.tomb.ambiguous || (in.tomb.answered && (!in.tomb.held || in.tomb.rev <= in.tomb.basis)):
 		return takeover{verb: takeRestart}
 	case !in.tomb.answered:
 		return takeover{verb: takePending}
 	case in.tombMod != 0 && in.tombMod != in.tomb.rev:
 		return takeover{verb: takeRestart}
 	}
-	if left := wait - in.now.Sub(in.goneAt); left > 0 {
+	if left := wait - in.now.Sub(start); left > 0 {
 		return takeover{verb: takeWait, wait: left}
 	}
 	return takeover{verb: takeGrant, tombRev: in.tomb.rev}
+}
+
+// ownRecordStands: the newest observation is newer than the one this process's waiting record
+// compared against, and shows that record still in the tombstone (nothing granted or waited
+// since it), so the wait that record started still stands.
+func ownRecordStands(in takeoverInput) bool {
+	t := in.tomb
+	return t.sent && t.answered && t.held && !t.ambiguous && t.rev > t.basis &&
+		in.goneRev > t.basis && in.goneRev >= t.rev && in.tombMod == t.rev && !in.rival
 }

@@ -13,7 +13,7 @@ import (
 
 // minGlobalMargin is the smallest margin m of the global bound; m is also at least D/50, which
 // covers clock-rate drift of up to 1% between the pod and the other cluster's manager
-// (docs/global.md, "Clocks").
+// (docs/global.md, "The model": clock rates).
 const minGlobalMargin = 2 * time.Second
 
 // globalRead is one observation of the lock, as the global bound needs it.
