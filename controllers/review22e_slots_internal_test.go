@@ -65,3 +65,45 @@ func TestReview22eFullRestartOutlivesDelay(t *testing.T) {
 		"under spec.slots %d: one beyond N that the restart added (without it x would hold nothing by then). Want actWait to the delay's end, then an end with no grant",
 		zSince, now, d.verb, d.reason, d.next.Name, at, d2.verb, d2.requeue, valid, after.Spec.EffectiveSlots())
 }
+
+// TestReview22eFullAdoptsOwnGrantAfterDelay: as above, but slot 0's new term for x was
+// decided (x Releasing, its key vanished or its container restarted with proof; spec.slots
+// still 3, so not full) and its status write was lost (the spec edit that lowered spec.slots
+// to 2 changed the resourceVersion; or the API server refused writes for a while). The turn
+// that finds it, with the slot now full and x's lock delay, as this replica measured it from
+// the Releasing write's acknowledgement, over, publishes it (decideUnpublished: "The slot's
+// own holder's grant (a restart's new term) adds no pod"). It does: no pod leads by an
+// unpublished grant, and x's old term ended with its delay (x leads nothing by token 100 any
+// more), so publishing it now is a new valid term for x while a and z (the removed slot 2,
+// its delay still running) hold theirs: three under spec.slots 2. decideReleasing itself
+// gives x no new term once the delay is over while full (the end with no grant of review
+// 22c); the unpublished grant's adoption must not either: discard it, and decide again.
+func TestReview22eFullAdoptsOwnGrantAfterDelay(t *testing.T) {
+	for _, tc := range []struct {
+		row  string
+		ends *endedTerm
+	}{
+		{"regrant (x's key vanished while Releasing)", nil},
+		{"restart with proof", &endedTerm{Token: 100, Reason: lockv1.ReasonHolderRestarted, HolderUID: "uid-x"}},
+	} {
+		t.Run(tc.row, func(t *testing.T) {
+			pods := slotPods("y", "x", "a", "z")
+			real := slotLockOf(2, map[int32]slotTerm{0: {pod: "x", token: 100, releasing: true}, 1: {pod: "a", token: 101}, 2: {pod: "z", token: 102, releasing: true}})
+			in, s := slotInput(real, 0, pods)
+			if !s.full || s.retired || in.holder.pod == nil || in.holder.pod.Name != "x" {
+				t.Fatalf("slot 0: full %v retired %v holder %v, want a full, declared slot of x's", s.full, s.retired, in.holder.pod)
+			}
+			in.clocks.releasing = releaseWait(in.spec, in.status) + time.Second // x's lock delay is over
+			// Without the unpublished grant, the slot ends x's term with no grant (review 22c).
+			if d := decide(&in); d.verb != actEnd || d.next != nil {
+				t.Fatalf("slot 0 full, x's delay over, x's own key: decide = %+v, want an end with no grant", d)
+			}
+			in.g = grant{holderUID: "uid-x", token: 105, rec: record{Name: "x", Phase: lockv1.PhaseHeld, Strategy: lockv1.StrategyOldestReady, LeaseSeconds: 10,
+				Containers: []containerMark{{Name: "app", ID: "containerd://app-1"}}, Ends: tc.ends, Lock: in.uid}}
+			if d := decide(&in); d.verb == actAdopt {
+				t.Errorf("slot 0 full (a in slot 1, the removed slot 2's z still Releasing), x's Releasing over its lock delay, x's unpublished grant (token 105): decide = %+v: "+
+					"publishes a new term for x, whose old term is over: x, a and z valid under spec.slots 2. Want discard (no pod leads by it), then the end with no grant", d)
+			}
+		})
+	}
+}
