@@ -194,10 +194,12 @@ func decideUnpublished(in *input) decision {
 		// an unpublished grant (review 22).
 		return decision{verb: actDiscard}
 	}
-	if in.full && in.g.holderUID != st.HolderUID {
+	if in.full && (in.g.holderUID != st.HolderUID || st.Phase != lockv1.PhaseHeld) {
 		// The other slots hold spec.slots terms (spec.slots lowered while this grant was in
 		// flight): publishing it would be a grant beyond N, as decideNoHolder's (review 22b).
-		// The slot's own holder's grant (a restart's new term) adds no pod. An end the grant
+		// The slot's own Held holder's grant (a restart's new term) adds no pod; its
+		// Releasing holder's (a regrant or restart) could outlive the old term's delay
+		// (review 22e). An end the grant
 		// records is published at once, with no grant, as the turn that decided it would
 		// have (review 22c: judged again, a proven end could wait the lock delay).
 		if endsPublished(in) {
@@ -328,13 +330,14 @@ func decideReleasing(in *input) decision {
 	switch {
 	case e.attested && !corrupt:
 		return endTerm(in, e.reason)
-	case e.proof && ours && !corrupt && !byOperator && (!in.full || in.clocks.releasing < releaseWait(in.spec, st)):
+	case e.proof && ours && !corrupt && !byOperator && !in.full:
 		// The crash's Releasing, then the restarted container eligible: a new term for the
 		// same pod at once. Never the old token back, never another pod before the delay.
-		// While the other slots hold spec.slots terms (a shrink) only within the delay, when
-		// the old term may still count: after it, a new term would be one beyond spec.slots,
-		// and the term ends with no grant below; ending it at once would let another pod in
-		// before the delay once the shrink completes (reviews 22c, 22d).
+		// Not while the other slots hold spec.slots terms (a shrink): the new term would
+		// outlive the old one's delay while a removed slot's term still runs, one beyond
+		// spec.slots; the term waits out its delay and ends with no grant below (ending it
+		// at once would let another pod in before the delay once the shrink completes;
+		// reviews 22c, 22d, 22e).
 		return restartTerm(e)
 	}
 	if ours && g.rec.Phase == lockv1.PhaseHeld {
