@@ -56,6 +56,9 @@ type lockMemory struct {
 	// written: the resourceVersion of this replica's last write of the lock, whose watch
 	// event needs no reconcile.
 	written string
+	// confirmed is the resourceVersion an uncached read returned after written: a cached
+	// copy at it shows this replica's last write (behindOwnWrite).
+	confirmed string
 	// restartToken and restartAt: the term (by token) the restart fast path granted, and when
 	// this replica saw its status write acknowledged (restart.go, restartExcuses).
 	restartToken int64
@@ -289,7 +292,13 @@ func (m *memory) behindOwnWrite(key string, uid types.UID, rv string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	lm := m.locks[key]
-	return lm != nil && lm.uid == uid && lm.written != "" && lm.written != rv
+	return lm != nil && lm.uid == uid && lm.written != "" && lm.written != rv && lm.confirmed != rv
+}
+
+// confirm records that an uncached read after this replica's last write returned rv
+// (review 22e: after another's write every reconcile read the lock uncached again).
+func (m *memory) confirm(key string, uid types.UID, rv string) {
+	m.with(key, uid, func(lm *lockMemory, _ time.Time) { lm.confirmed = rv })
 }
 
 // ownWrite reports whether rv is the resourceVersion of this replica's last write of the

@@ -212,6 +212,7 @@ func (r *Reconciler) reconcileSlots(ctx context.Context, lock *lockv1.Distribute
 			return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
 		}
 		lock, fresh = &live, true
+		r.mem.confirm(key, lock.UID, lock.ResourceVersion)
 	}
 	var keys []string
 	real, drop, full := lock, true, false
