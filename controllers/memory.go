@@ -282,7 +282,7 @@ func (m *memory) wasAttested(key string, uid, pod types.UID, token int64) (ok bo
 
 // wrote records the resourceVersion of this replica's write of the lock.
 func (m *memory) wrote(key string, uid types.UID, rv string) {
-	m.with(key, uid, func(lm *lockMemory, _ time.Time) { lm.written = rv })
+	m.with(key, uid, func(lm *lockMemory, _ time.Time) { lm.written, lm.confirmed = rv, "" })
 }
 
 // behindOwnWrite reports whether this replica wrote the lock and rv is not that write's
