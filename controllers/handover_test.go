@@ -66,7 +66,7 @@ func TestStandbyTakesOverWithoutTransition(t *testing.T) {
 func TestEtcdOutageFlipsCondition(t *testing.T) {
 	f := newFixture(t)
 	f.stop()
-	f.stop = f.startController("replica-long", 20*time.Second)
+	f.stop = f.startController("replica-long", outageElectionTTL)
 	f.pod("a-0", "a")
 	f.lock("lock", "a", nil)
 	first := f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
@@ -78,7 +78,7 @@ func TestEtcdOutageFlipsCondition(t *testing.T) {
 			_ = etcd.Start()
 		}
 	})
-	// Bounded by the probe's tick (election-ttl/5 = 4 s) and timeout (2 s), then the turn's
+	// Bounded by the probe's tick (election-ttl/5 = 12 s) and timeout (2 s), then the turn's
 	// own etcd read timing out (5 s).
 	down := f.waitFor("lock", 30*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
 	if down.Status.Phase != lockv1.PhaseHeld || down.Status.Holder != "a-0" || down.Status.FencingToken != first.Status.FencingToken {
@@ -88,11 +88,23 @@ func TestEtcdOutageFlipsCondition(t *testing.T) {
 		t.Fatalf("restart etcd: %v", err)
 	}
 	restarted = true
-	up := f.waitFor("lock", 20*time.Second, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
+	up := f.waitFor("lock", outageRecovery, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
 	if up.Status.Phase != lockv1.PhaseHeld || up.Status.FencingToken != first.Status.FencingToken {
 		t.Errorf("after outage: %s; want Held with token %d", describe(up), first.Status.FencingToken)
 	}
 }
+
+// outageElectionTTL is the election TTL of a replica that must outlive an etcd outage of up
+// to 30 s: the outage, then etcd's client reconnecting after it, when gRPC's reconnect
+// backoff (1 s growing by 1.6 up to 120 s, jittered) may wait another ~10 s. At 20 s the
+// session lapsed on a loaded CI machine (TestReview22EtcdOutageFlipsSlotCondition, stop 29)
+// and the manager stopped with "controller election lost", leaving nobody to write the
+// recovery.
+const outageElectionTTL = 60 * time.Second
+
+// outageRecovery bounds the condition's recovery after etcd restarts: the client's reconnect
+// backoff, then the probe's tick (outageElectionTTL/5), then a turn.
+const outageRecovery = 60 * time.Second
 
 func condition(typ, status string) func(*lockv1.DistributedLock) bool {
 	return func(l *lockv1.DistributedLock) bool {

@@ -124,7 +124,7 @@ func TestReview22SlotHolderReleasesItsSlot(t *testing.T) {
 func TestReview22EtcdOutageFlipsSlotCondition(t *testing.T) {
 	f := newFixture(t)
 	f.stop()
-	f.stop = f.startController("replica-long", 20*time.Second)
+	f.stop = f.startController("replica-long", outageElectionTTL)
 	f.pod("a-0", "a")
 	secondApart()
 	f.pod("a-1", "a")
@@ -151,7 +151,7 @@ func TestReview22EtcdOutageFlipsSlotCondition(t *testing.T) {
 		t.Fatalf("restart etcd: %v", err)
 	}
 	restarted = true
-	f.waitFor("lock", 20*time.Second, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
+	f.waitFor("lock", outageRecovery, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
 }
 
 // TestReview22CandidateChurnIsDebouncedAcrossSlots: TestReviewCandidateChurnIsDebounced on a
