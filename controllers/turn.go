@@ -107,7 +107,7 @@ func (t *turn) publish(ctx context.Context) error {
 	setHeldCondition(&t.st, gen, &t.lock.Spec, t.selErr, t.in.pods)
 	if t.slot != nil && t.st.Phase == lockv1.PhasePending && t.selErr == nil && len(t.in.pods) == 0 && len(t.allPods) > 0 {
 		setCondition(&t.st, gen, lockv1.ConditionHeld, false, lockv1.ReasonNoHolder,
-			"no eligible candidate: every selected pod holds another slot of this lock")
+			eligibility.AllHoldOtherSlots)
 	}
 	if t.restarted {
 		setCondition(&t.st, gen, lockv1.ConditionHeld, false, releasingReason(&t.st),

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/eligibility"
 )
 
 // slotsStatus is a 3-slot lock's status as a controller would publish it, with the holders'
@@ -272,5 +273,39 @@ func TestSlots(t *testing.T) {
 	}
 	if code, _, errOut := dlock(t, "release", "pool", "-n", f.ns, "--reason", "x", "--holder", "a-2"); code != exitRefused || !strings.Contains(errOut, "holds none of its slots") {
 		t.Errorf("release --holder a-2 = %d %q, want %d", code, errOut, exitRefused)
+	}
+}
+
+// TestWhySlotAllCandidatesHoldOtherSlots: a free slot whose selector matches only pods that
+// hold the lock's other slots says so, as its Held condition does, instead of "0 pods match
+// spec.candidates.selector" (it printed that before the fix: the pods are there, each holds
+// another slot).
+func TestWhySlotAllCandidatesHoldOtherSlots(t *testing.T) {
+	pod := func(name, uid string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID(uid),
+			Labels: map[string]string{"app": "a"}, CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))}}
+		runningReady(&p.Status)
+		return p
+	}
+	l := testLock(func(l *lockv1.DistributedLock) {
+		l.Name, l.Spec.Slots, l.Status = "pool", 3, slotsStatus("u0", "u1", t0)
+		l.Spec.Candidates.Selector = lockv1.MatchLabels(map[string]string{"app": "a"})
+	})
+	var b strings.Builder
+	if err := writeWhy(&b, l, []corev1.Pod{pod("a-0", "u0"), pod("a-1", "u1")}, map[types.UID]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	parts := regexp.MustCompile(`(?m)^slot `).Split(out, -1)
+	if len(parts) != 4 {
+		t.Fatalf("why has %d slot sections, want 3:\n%s", len(parts)-1, out)
+	}
+	if want := "next: " + eligibility.AllHoldOtherSlots; !strings.Contains(parts[3], want) || strings.Contains(parts[3], "0 pods match") {
+		t.Errorf("why slot %s\nwant it to say %q", parts[3], want)
+	}
+	for i, sec := range parts[1:3] {
+		if strings.Contains(sec, eligibility.AllHoldOtherSlots) {
+			t.Errorf("why slot %d, a held slot, says %q:\n%s", i, eligibility.AllHoldOtherSlots, sec)
+		}
 	}
 }

@@ -125,6 +125,9 @@ func writeWhy(w io.Writer, l *lockv1.DistributedLock, pods []corev1.Pod, gone ma
 			head += fmt.Sprintf(", Held=%s %s since %s", held.Status, held.Reason, utc(held.LastTransitionTime.Time))
 		}
 		next := "next: " + ex.Summary
+		if v.HolderUID == "" && len(own) == 0 && len(pods) > 0 {
+			next = "next: " + eligibility.AllHoldOtherSlots
+		}
 		if slot >= l.Spec.EffectiveSlots() {
 			next = fmt.Sprintf("next: nothing: the slot is removed once its term ends (spec.slots is %d)", l.Spec.EffectiveSlots())
 		}

@@ -129,6 +129,11 @@ func summarize(spec *lockv1.DistributedLockSpec, st *lockv1.DistributedLockStatu
 	return s
 }
 
+// AllHoldOtherSlots is why a slot of a lock of several slots is granted to nobody when every
+// pod its selector matches holds another slot of the lock (a pod holds at most one slot): the
+// slot's Held=False NoHolder message and what kubectl dlock why says of it.
+const AllHoldOtherSlots = "no eligible candidate: every selected pod holds another slot of this lock"
+
 // NoEligibleMessage says why nobody is granted: no pod selected, or why the best candidate
 // (the first in the strategy's order) is not eligible. It is the Held=False NoHolder
 // condition's message, so it contains no times or counts that change without the pods.
