@@ -168,9 +168,7 @@ func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConf
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix(),
 	}
-	if v.Call != "" {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(e.gonePath(v.Call)), "=", 0))
-	}
+	cmps = append(cmps, e.callAlive(v)...)
 	cmps = append(cmps, cfg.guards...)
 	var els []clientv3.Op
 	if !lean || len(cfg.guards) > 0 {
@@ -200,6 +198,17 @@ func (s *Session) grabTxn(ctx context.Context, key string, v value, cfg lockConf
 		return 0, o, o.err()
 	}
 	return 0, o, ErrGuardFailed
+}
+
+// callAlive is the compare that refuses a write of the call that made v once
+// the call has given up: its tombstone P/gone/<call id> absent (put by the
+// call's clean-up after an answer was lost). A value without a call ID
+// (Grant's) has none.
+func (e *Engine) callAlive(v value) []clientv3.Cmp {
+	if v.Call == "" {
+		return nil
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.gonePath(v.Call)), "=", 0)}
 }
 
 // granted registers the lock that an acquire transaction sent at sent

@@ -77,9 +77,13 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 	v := value{Holder: holder, Record: cfg.record, Call: newCallID()}
 	var w *waiter
 	var ambiguous *instant // send time of the first transaction whose answer was lost
+	unsure := false        // an enqueue's answer was lost
 	defer func() {
 		// What this call may have left is the session's to delete (settle
-		// retries it); a session that ended takes it with its lease.
+		// retries it); a session that ended takes it with its lease. After
+		// a lost answer the clean-up puts the call's tombstone first, which
+		// every write of the call compares absent: a write only delayed in
+		// the network then creates nothing when it lands (review 22).
 		if err == nil {
 			return
 		}
@@ -89,6 +93,11 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		}
 		if ambiguous != nil {
 			los = append(los, s.lockLeftover(key, v))
+		}
+		if ambiguous != nil || unsure {
+			for i := range los {
+				los[i].gone = s.eng.gonePath(v.Call)
+			}
 		}
 		s.settle(ctx, los...)
 		s.abandon(los...)
@@ -109,6 +118,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 				if !unknownOutcome(err) && !overloaded(err) && !errors.Is(err, errLeftGrant) {
 					return nil, err // refused: nothing was written
 				}
+				unsure = unsure || unknownOutcome(err)
 				s.backoff(ctx)
 				continue
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -598,11 +597,13 @@ func TestReview22MutexDelayedTryGrantHoldsLock(t *testing.T) {
 }
 
 // A blocking Acquire whose join (take the free lock, or queue) is delayed in
-// the network past its call's clean-up still lands: its entry queues on a
-// live session and becomes the lock's grant, for no caller, once the holder
-// releases; the lock is then held by nobody until that session ends.
+// the network past its call's clean-up creates nothing when it lands: the
+// clean-up puts the call's tombstone first, which join and enqueue compare
+// absent. Before the fix its entry queued on a live session and became the
+// lock's grant, for no caller, once the holder released ("TryAcquire with no
+// live holder or waiter = ... ErrLocked"): the lock was held by nobody until
+// that session ended.
 func TestReview22MutexDelayedJoinHoldsLock(t *testing.T) {
-	knownDefect(t, "a blocking Acquire's transaction delayed past its call's clean-up leaves an entry that becomes the grant for nobody (the tombstone is not in Acquire yet)")
 	e := newEnv(t)
 	eng := e.engine(e.cli)
 	d := &delayer{}
@@ -627,16 +628,5 @@ func TestReview22MutexDelayedJoinHoldsLock(t *testing.T) {
 	}
 	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
 		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
-	}
-}
-
-// knownDefect skips a reproduction of an open defect (CHANGELOG "Known
-// issues") unless LOCKWARDEN_KNOWN_DEFECTS=1: it fails today, and is not
-// counted as a pass. `LOCKWARDEN_KNOWN_DEFECTS=1 go test ./pkg/lease/ -run
-// TestReview22Mutex` reproduces it.
-func knownDefect(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("LOCKWARDEN_KNOWN_DEFECTS") != "1" {
-		t.Skipf("open defect, not fixed: %s (set LOCKWARDEN_KNOWN_DEFECTS=1 to reproduce)", what)
 	}
 }

@@ -45,7 +45,7 @@ func (s *Session) enqueue(ctx context.Context, key string, v value) (*waiter, er
 	for range 3 {
 		tctx, cancel := s.callContext(ctx)
 		resp, err := s.cli.Txn(tctx).
-			If(clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)).
+			If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)}, s.eng.callAlive(v)...)...).
 			Then(clientv3.OpPut(w.path, w.value, clientv3.WithLease(s.id))).
 			Else(append([]clientv3.Op{clientv3.OpGet(w.path)}, s.eng.stateReads(key)...)...).
 			Commit()
@@ -59,7 +59,12 @@ func (s *Session) enqueue(ctx context.Context, key string, v value) (*waiter, er
 			w.rev = resp.Header.Revision
 			return w, nil
 		}
-		kv := resp.Responses[0].GetResponseRange().Kvs[0]
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			// Only the call's tombstone fails the compare: the call gave up.
+			return w, fmt.Errorf("enqueue: %w: the call's tombstone %s exists", ErrInvalid, s.eng.gonePath(v.Call))
+		}
+		kv := kvs[0]
 		if string(kv.Value) == w.value {
 			w.rev = kv.CreateRevision
 			return w, nil
@@ -214,7 +219,7 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 	w = s.newWaiter(key, v)
 	els := append([]clientv3.Op{
 		clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)},
+			append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.path), "=", 0)}, e.callAlive(v)...),
 			[]clientv3.Op{clientv3.OpPut(w.path, w.value, clientv3.WithLease(s.id))}, nil),
 	}, s.lockReads(key)...)
 	els = append(els,
@@ -225,11 +230,11 @@ func (s *Session) join(ctx context.Context, key string, v value) (l *Lock, w *wa
 	sent := now()
 	tctx, cancel := s.callContext(ctx)
 	defer cancel()
-	resp, err := s.cli.Txn(tctx).If(
+	resp, err := s.cli.Txn(tctx).If(append([]clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(path), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(qdir), "=", 0).WithPrefix(),
-	).Then(
+	}, e.callAlive(v)...)...).Then(
 		clientv3.OpPut(path, v.encode(), clientv3.WithLease(s.id)),
 	).Else(els...).Commit()
 	if err != nil {
