@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
@@ -25,23 +27,7 @@ import (
 // Want: while full, a proven restart does not cut the Releasing term's delay short (wait it
 // out, then end with no grant), as for any other Releasing end that is not attested.
 func TestReview22dFullRestartEndSkipsDelay(t *testing.T) {
-	pods := slotPods("y", "x", "a", "z") // y the oldest: OldestReady's choice for a free slot
-	real := slotLockOf(2, map[int32]slotTerm{0: {pod: "x", token: 100, releasing: true}, 1: {pod: "a", token: 101}, 2: {pod: "z", token: 102, releasing: true}})
-	in, s := slotInput(real, 0, pods)
-	if !s.full || s.retired {
-		t.Fatalf("slot 0: full %v retired %v, want a full, declared slot", s.full, s.retired)
-	}
-	if in.holder.pod == nil || in.holder.pod.Name != "x" {
-		t.Fatalf("slot 0's holder pod = %v, want x", in.holder.pod)
-	}
-	// x's container crashed and restarted: proof that the old process is gone.
-	containers(restartedAs("app", "containerd://app-1", 1))(in.holder.pod)
-	lastEnded(137, "Error", "containerd://app-0")(in.holder.pod)
-	in.clocks.releasing = time.Second // 1 s of x's lock delay waited
-	if e := termEnd(&in); !e.proof || e.reason != lockv1.ReasonHolderRestarted {
-		t.Fatalf("termEnd = %+v, want a restart with proof", e)
-	}
-	wait := releaseWait(in.spec, in.status)
+	in, pods, wait := fullRestartedX(t)
 	d := decide(&in)
 	if d.verb != actEnd {
 		return // the delay is kept (actWait) or the term otherwise not ended before it
@@ -51,16 +37,44 @@ func TestReview22dFullRestartEndSkipsDelay(t *testing.T) {
 	}
 	// What follows once z's removed slot ends (full clears) while x's delay still runs:
 	// slot 0 has no term, and its turn grants at once.
-	after := slotLockOf(2, map[int32]slotTerm{1: {pod: "a", token: 101}})
-	in2, s2 := slotInput(after, 0, pods)
-	d2 := decide(&in2)
-	next := ""
-	if d2.next != nil {
-		next = d2.next.Name
-	}
+	d2, next, full2 := afterFullClears(pods)
 	t.Errorf("slot 0 full, x Releasing for %v of its %v lock delay, restarted with proof: decide = verb %d reason %q next %v: x's term ended before the delay; "+
 		"once full clears (z's removed slot ended) slot 0's next turn decides verb %d next %q (full %v) at once, while x's restarted process may still lead token 100 "+
 		"(it may have read Held before the Releasing write): two pods under slot 0 at once, and x, a and %s valid under spec.slots 2. "+
 		"Want x's Releasing term to wait the lock delay (actWait) while the slot is full, then end with no grant",
-		in.clocks.releasing, wait, d.verb, d.reason, d.next, d2.verb, next, s2.full, next)
+		in.clocks.releasing, wait, d.verb, d.reason, d.next, d2.verb, next, full2, next)
+}
+
+// fullRestartedX is the state of reviews 22d and 22g: spec.slots lowered from 3 to 2; slot 0
+// is x's, Releasing for 1 s of its lock delay (wait); slot 1 is a's; the removed slot 2 is
+// still z's, ending; so slot 0 is full. x's container crashed and restarted: proof that the
+// old process is gone. y, the oldest pod, is OldestReady's choice for a free slot.
+func fullRestartedX(t *testing.T) (in input, pods []corev1.Pod, wait time.Duration) {
+	t.Helper()
+	pods = slotPods("y", "x", "a", "z")
+	real := slotLockOf(2, map[int32]slotTerm{0: {pod: "x", token: 100, releasing: true}, 1: {pod: "a", token: 101}, 2: {pod: "z", token: 102, releasing: true}})
+	in, s := slotInput(real, 0, pods)
+	if !s.full || s.retired || in.holder.pod == nil || in.holder.pod.Name != "x" {
+		t.Fatalf("slot 0: full %v retired %v holder %v, want a full, declared slot of x's", s.full, s.retired, in.holder.pod)
+	}
+	containers(restartedAs("app", "containerd://app-1", 1))(in.holder.pod)
+	lastEnded(137, "Error", "containerd://app-0")(in.holder.pod)
+	in.clocks.releasing = time.Second
+	if e := termEnd(&in); !e.proof || e.reason != lockv1.ReasonHolderRestarted {
+		t.Fatalf("termEnd = %+v, want a restart with proof", e)
+	}
+	return in, pods, releaseWait(in.spec, in.status)
+}
+
+// afterFullClears decides slot 0 once z's removed slot has ended (full clears) with x's term
+// ended and published: slot 0 has no term. It returns the decision, the pod it grants ("" for
+// none) and whether the slot is full.
+func afterFullClears(pods []corev1.Pod) (d decision, next string, full bool) {
+	after := slotLockOf(2, map[int32]slotTerm{1: {pod: "a", token: 101}})
+	in, s := slotInput(after, 0, pods)
+	d = decide(&in)
+	if d.next != nil {
+		next = d.next.Name
+	}
+	return d, next, s.full
 }

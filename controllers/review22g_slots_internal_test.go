@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"testing"
-	"time"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -26,19 +25,7 @@ import (
 // x, a and y valid under spec.slots 2. decideReleasing's own rule for the same state (50704dd)
 // is to wait the delay out and then end with no grant; the unpublished grant must not cut it.
 func TestReview22gFullUnpublishedRestartEndSkipsDelay(t *testing.T) {
-	pods := slotPods("y", "x", "a", "z") // y the oldest: OldestReady's choice for a free slot
-	real := slotLockOf(2, map[int32]slotTerm{0: {pod: "x", token: 100, releasing: true}, 1: {pod: "a", token: 101}, 2: {pod: "z", token: 102, releasing: true}})
-	in, s := slotInput(real, 0, pods)
-	if !s.full || s.retired || in.holder.pod == nil || in.holder.pod.Name != "x" {
-		t.Fatalf("slot 0: full %v retired %v holder %v, want a full, declared slot of x's", s.full, s.retired, in.holder.pod)
-	}
-	containers(restartedAs("app", "containerd://app-1", 1))(in.holder.pod)
-	lastEnded(137, "Error", "containerd://app-0")(in.holder.pod)
-	in.clocks.releasing = time.Second // 1 s of x's lock delay waited
-	wait := releaseWait(in.spec, in.status)
-	if e := termEnd(&in); !e.proof || e.reason != lockv1.ReasonHolderRestarted {
-		t.Fatalf("termEnd = %+v, want a restart with proof", e)
-	}
+	in, pods, wait := fullRestartedX(t)
 	// Without the unpublished grant, the full slot keeps x's delay (50704dd).
 	if d := decide(&in); d.verb != actWait {
 		t.Fatalf("slot 0 full, x Releasing for %v of %v, restarted with proof, x's own key: decide = %+v, want actWait", in.clocks.releasing, wait, d)
@@ -63,15 +50,9 @@ func TestReview22gFullUnpublishedRestartEndSkipsDelay(t *testing.T) {
 	}
 	// The end published: slot 0 has no term. z's removed slot ends (attested, or its own
 	// delay, which started before x's): full clears while x's delay still runs.
-	after := slotLockOf(2, map[int32]slotTerm{1: {pod: "a", token: 101}})
-	in2, s2 := slotInput(after, 0, pods)
-	d2 := decide(&in2)
-	next := ""
-	if d2.next != nil {
-		next = d2.next.Name
-	}
+	d2, next, full2 := afterFullClears(pods)
 	t.Errorf("slot 0 full, x Releasing for %v of its %v lock delay, restarted with proof, its unpublished restart grant found: decide = verb %d reason %q next %v: "+
 		"x's term ended before its delay, with no grant; once full clears slot 0's next turn decides verb %d next %q (full %v) at once, while x's restarted process "+
 		"may still lead token 100: two pods under slot 0, and x, a and %s valid under spec.slots 2. Want the grant discarded and x's Releasing term to wait its delay",
-		in.clocks.releasing, wait, d.verb, d.reason, d.next, d2.verb, next, s2.full, next)
+		in.clocks.releasing, wait, d.verb, d.reason, d.next, d2.verb, next, full2, next)
 }
