@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -170,30 +169,8 @@ func TestReview22CandidateChurnIsDebouncedAcrossSlots(t *testing.T) {
 		return slotsHeld(3)(l) && l.Status.SlotsHeld == "3/3" && l.Status.EligibleCandidates == 3
 	})
 	time.Sleep(time.Second) // let the grants' writes settle
-	ctx, cancel := context.WithCancel(bg())
-	defer cancel()
-	w, err := k8s.Watch(ctx, &lockv1.DistributedLockList{}, client.InNamespace(f.ns))
-	if err != nil {
-		t.Fatalf("watch locks: %v", err)
-	}
-	defer w.Stop()
 	const n = 4
-	for i := 3; i < 3+n; i++ {
-		f.pod(fmt.Sprintf("a-%d", i), "a")
-		time.Sleep(300 * time.Millisecond)
-	}
-	var writes []string
-	deadline := time.After(2 * time.Second)
-	for done := false; !done; {
-		select {
-		case ev := <-w.ResultChan():
-			if l, ok := ev.Object.(*lockv1.DistributedLock); ok && ev.Type == watch.Modified {
-				writes = append(writes, fmt.Sprintf("rv %s: eligibleCandidates=%d %s", l.ResourceVersion, l.Status.EligibleCandidates, describeSlots(l)))
-			}
-		case <-deadline:
-			done = true
-		}
-	}
+	writes := f.writesWhileCreating(3, n, describeSlots)
 	if len(writes) > 1 {
 		t.Errorf("%d status writes of a lock with every slot held while %d candidate pods were created, want at most 1 (CountDebounce 10s):\n%s",
 			len(writes), n, joinLines(writes))

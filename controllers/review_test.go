@@ -74,33 +74,41 @@ func TestReviewCandidateChurnIsDebounced(t *testing.T) {
 	f.lock("lock", "a", nil)
 	f.waitFor("lock", 20*time.Second, "held by a-0", heldBy("a-0"))
 	time.Sleep(time.Second) // let the grant's writes settle
+	const n = 4
+	writes := f.writesWhileCreating(1, n, describe)
+	if len(writes) > 1 {
+		t.Errorf("%d status writes of a held lock while %d candidate pods were created within %v, want at most 1 (CountDebounce %v):\n%s",
+			len(writes), n, n*300*time.Millisecond+2*time.Second, 10*time.Second, joinLines(writes))
+	}
+}
+
+// writesWhileCreating creates the candidate pods a-<from> to a-<from+n-1> (app=a), 300 ms
+// apart, and returns the lock status writes (watch Modified events, each described by desc)
+// seen from just before the first until 2 s after the last.
+func (f *fixture) writesWhileCreating(from, n int, desc func(*lockv1.DistributedLock) string) []string {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(bg())
 	defer cancel()
 	w, err := k8s.Watch(ctx, &lockv1.DistributedLockList{}, client.InNamespace(f.ns))
 	if err != nil {
-		t.Fatalf("watch locks: %v", err)
+		f.t.Fatalf("watch locks: %v", err)
 	}
 	defer w.Stop()
-	const n = 4
-	for i := 1; i <= n; i++ {
+	for i := from; i < from+n; i++ {
 		f.pod(fmt.Sprintf("a-%d", i), "a")
 		time.Sleep(300 * time.Millisecond)
 	}
 	var writes []string
 	deadline := time.After(2 * time.Second)
-	for done := false; !done; {
+	for {
 		select {
 		case ev := <-w.ResultChan():
 			if l, ok := ev.Object.(*lockv1.DistributedLock); ok && ev.Type == watch.Modified {
-				writes = append(writes, fmt.Sprintf("rv %s: eligibleCandidates=%d %s", l.ResourceVersion, l.Status.EligibleCandidates, describe(l)))
+				writes = append(writes, fmt.Sprintf("rv %s: eligibleCandidates=%d %s", l.ResourceVersion, l.Status.EligibleCandidates, desc(l)))
 			}
 		case <-deadline:
-			done = true
+			return writes
 		}
-	}
-	if len(writes) > 1 {
-		t.Errorf("%d status writes of a held lock while %d candidate pods were created within %v, want at most 1 (CountDebounce %v):\n%s",
-			len(writes), n, n*300*time.Millisecond+2*time.Second, 10*time.Second, joinLines(writes))
 	}
 }
 
