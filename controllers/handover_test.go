@@ -71,24 +71,10 @@ func TestEtcdOutageFlipsCondition(t *testing.T) {
 	f.lock("lock", "a", nil)
 	first := f.waitFor("lock", 20*time.Second, "held", heldBy("a-0"))
 
-	etcd.Stop()
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = etcd.Start()
-		}
-	})
-	// Bounded by the probe's tick (election-ttl/5 = 12 s) and timeout (2 s), then the turn's
-	// own etcd read timing out (5 s).
-	down := f.waitFor("lock", 30*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
+	down, up := f.etcdOutage("lock")
 	if down.Status.Phase != lockv1.PhaseHeld || down.Status.Holder != "a-0" || down.Status.FencingToken != first.Status.FencingToken {
 		t.Errorf("during outage: %s; want Held by a-0 with token %d", describe(down), first.Status.FencingToken)
 	}
-	if err := etcd.Start(); err != nil {
-		t.Fatalf("restart etcd: %v", err)
-	}
-	restarted = true
-	up := f.waitFor("lock", outageRecovery, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
 	if up.Status.Phase != lockv1.PhaseHeld || up.Status.FencingToken != first.Status.FencingToken {
 		t.Errorf("after outage: %s; want Held with token %d", describe(up), first.Status.FencingToken)
 	}
@@ -105,6 +91,28 @@ const outageElectionTTL = 60 * time.Second
 // outageRecovery bounds the condition's recovery after etcd restarts: the client's reconnect
 // backoff, then the probe's tick (outageElectionTTL/5), then a turn.
 const outageRecovery = 60 * time.Second
+
+// etcdOutage stops the controller's etcd until lock shows EtcdAvailable=False, then starts it
+// again and waits for EtcdAvailable=True; it returns the lock as seen at each (down, then
+// up). Should the test end before the restart, its cleanup starts etcd again.
+func (f *fixture) etcdOutage(lock string) (down, up *lockv1.DistributedLock) {
+	f.t.Helper()
+	etcd.Stop()
+	restarted := false
+	f.t.Cleanup(func() {
+		if !restarted {
+			_ = etcd.Start()
+		}
+	})
+	// Bounded by the probe's tick (election-ttl/5 = 12 s) and timeout (2 s), then the turn's
+	// own etcd read timing out (5 s).
+	down = f.waitFor(lock, 30*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
+	if err := etcd.Start(); err != nil {
+		f.t.Fatalf("restart etcd: %v", err)
+	}
+	restarted = true
+	return down, f.waitFor(lock, outageRecovery, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
+}
 
 func condition(typ, status string) func(*lockv1.DistributedLock) bool {
 	return func(l *lockv1.DistributedLock) bool {

@@ -132,25 +132,13 @@ func TestReview22EtcdOutageFlipsSlotCondition(t *testing.T) {
 		return slotsHeld(2)(l) && l.Status.SlotsHeld == "2/2" && l.Status.EligibleCandidates == 2
 	})
 
-	etcd.Stop()
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = etcd.Start()
-		}
-	})
-	down := f.waitFor("lock", 30*time.Second, "EtcdAvailable=False", condition(lockv1.ConditionEtcdAvailable, "False"))
+	down, _ := f.etcdOutage("lock")
 	for _, c := range down.Status.Conditions {
 		t.Logf("slot 0 condition %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 	}
 	if down.Status.Holder != first.Status.Holder || down.Status.FencingToken != first.Status.FencingToken {
 		t.Errorf("during outage: %s; want slot 0 kept", describeSlots(down))
 	}
-	if err := etcd.Start(); err != nil {
-		t.Fatalf("restart etcd: %v", err)
-	}
-	restarted = true
-	f.waitFor("lock", outageRecovery, "EtcdAvailable=True", condition(lockv1.ConditionEtcdAvailable, "True"))
 }
 
 // TestReview22CandidateChurnIsDebouncedAcrossSlots: TestReviewCandidateChurnIsDebounced on a
