@@ -201,11 +201,14 @@ func decideUnpublished(in *input) decision {
 		// Releasing holder's (a regrant or restart) could outlive the old term's delay
 		// (review 22e). An end the grant
 		// records is published at once, with no grant, as the turn that decided it would
-		// have (review 22c: judged again, a proven end could wait the lock delay). Not a
-		// restart's end: its proof is of the old process only, the restarted one may lead
-		// the old token until the delay, and only the same pod's new term made the end at
-		// once safe; judged again, the term waits its delay out (decideReleasing; review 22g).
-		if endsPublished(in) && in.g.rec.Ends.Reason != lockv1.ReasonHolderRestarted {
+		// have (review 22c: judged again, a proven end could wait the lock delay). Not the
+		// restart fast path's end (fastPathGrant: the same pod's new term): its proof is of
+		// the old process only, the restarted one may lead the old token until the delay,
+		// and only the same pod's new term made the end at once safe; judged again, the term
+		// waits its delay out (decideReleasing; review 22g). Another pod's grant records a
+		// restart's end only after the Releasing term's delay (endTerm): that end is
+		// published (review 22h).
+		if endsPublished(in) && !fastPathGrant(in.g) {
 			return decision{verb: actEnd, reason: in.g.rec.Ends.Reason}
 		}
 		return decision{verb: actDiscard}
