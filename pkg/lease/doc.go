@@ -131,13 +131,12 @@
 // lock's grant is held, as a lock key is). A waiter's entry may have become
 // the grant when its call fails: deleting it hands the lock on. A write
 // whose answer was lost may still land after its call's clean-up: a call of
-// TryAcquire, AcquireSlot or TryAcquireSlot that lost an answer therefore
-// leaves its tombstone P/gone/<call id> on its lease for the session's life,
-// put before its clean-up reads, and every write of the call compares it
-// absent, so nothing of the call appears later (semaphore.go). A blocking
-// Acquire has no such tombstone yet: its transaction delayed in the network
-// past its clean-up (not merely lost) can still leave its queue entry, which
-// becomes the lock's grant for no caller, until the session ends. A session
+// Acquire, TryAcquire, AcquireSlot or TryAcquireSlot that lost an answer
+// therefore leaves its tombstone P/gone/<call id> on its lease for the
+// session's life, put before its clean-up reads (by an Acquire or AcquireSlot
+// that got the lock after all, before it returns), and every write of the
+// call compares it absent, so nothing of the call appears later, not even
+// after its Lock's Release (semaphore.go). A session
 // that ended leaves the rest to its lease: gone with it, or, after Orphan, to
 // whoever resumes it; one that expired first tries once to delete what its
 // failed call left, since etcd may keep its lease, and a queued entry that is
