@@ -1,11 +1,17 @@
 package lease_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Adversarial review of d3184fb (the call tombstone in a blocking Acquire).
@@ -100,6 +106,111 @@ func TestReviewMxSucceededAcquireDelayedLeanGrabLandsAfterRelease(t *testing.T) 
 		t.Errorf("keys on w's lease after its Lock's Release and its delayed first grab landed: %q, want none", ks)
 	}
 	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
+		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
+	}
+}
+
+// cleanupDeleteDropper fails, before sending, every Txn of its client that
+// only deletes path (the session's clean-up delete of a leftover), while
+// armed: a transient failure of that one request. A Txn that also puts
+// something (a regrant, which deletes the entry it turns into a lock key)
+// passes.
+type cleanupDeleteDropper struct {
+	mu    sync.Mutex
+	path  string
+	armed bool
+}
+
+func (d *cleanupDeleteDropper) arm(path string) {
+	d.mu.Lock()
+	d.path, d.armed = path, true
+	d.mu.Unlock()
+}
+func (d *cleanupDeleteDropper) disarm() { d.mu.Lock(); d.armed = false; d.mu.Unlock() }
+
+func (d *cleanupDeleteDropper) unary(c context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(*pb.TxnRequest); ok {
+		d.mu.Lock()
+		drop := d.armed && deletes(r, d.path)
+		for _, op := range r.Success {
+			if op.GetRequestPut() != nil {
+				drop = false
+			}
+		}
+		d.mu.Unlock()
+		if drop {
+			return status.Error(codes.Unavailable, "review: clean-up delete dropped")
+		}
+	}
+	return invoker(c, method, req, reply, cc, opts...)
+}
+
+// An outrun waiter (rolling upgrade, regrant.go) takes the lock by regrant, a
+// write that puts the lock key: unlike join, enqueue and grab it does not
+// compare the call's tombstone. Here the regrant is delayed in the network,
+// the call gives up, and its clean-up's delete of the entry fails once (the
+// lock key's read, after the tombstone, finds nothing: settled). The regrant
+// lands while the entry still exists: it creates the lock key on the live
+// session's lease, which no Lock tracks and the clean-up no longer looks at,
+// and deletes the entry: the lock is held for nobody until the session ends.
+func TestReviewMxDelayedRegrantAfterCleanupHoldsLock(t *testing.T) {
+	const ttl = 6 * time.Second
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	first, err := e.session(eng, ttl).TryAcquire(ctx(t), "k", "first")
+	if err != nil {
+		t.Fatalf("TryAcquire = %v, want nil", err)
+	}
+	old := queueOld(t, e, ttl)
+	d, drop := &delayer{}, &cleanupDeleteDropper{}
+	ws := e.session(e.engine(e.srv.Client(t, grpc.WithChainUnaryInterceptor(d.unary, drop.unary))), ttl)
+	entry := fmt.Sprintf("%s/queue/k/%016x", prefix(t), int64(ws.ID()))
+	wctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	res := make(chan error, 1)
+	go func() {
+		l, err := ws.Acquire(wctx, "k", "gave-up")
+		if err == nil {
+			err = errors.New("got the lock")
+			_ = l.Release(context.Background())
+		}
+		res <- err
+	}()
+	waiters(t, eng, "k", 2) // the old replica's entry, then ws's
+
+	if err := first.Release(ctx(t)); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	old.grab(eng)
+	time.Sleep(200 * time.Millisecond) // ws reads the lock key (outrun) and waits on it
+	d.arm(eng.Path("k"))               // the regrant puts the lock key: held back
+	drop.arm(entry)
+	old.release(eng)
+	eventually(t, ttl, func() error {
+		if d.count() == 0 {
+			return errors.New("ws sent no regrant after the old replica's release (the premise)")
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("ws: Acquire = %v, want context.Canceled (the premise)", err)
+		}
+	case <-time.After(ttl):
+		t.Fatal("ws: Acquire still running after its cancel")
+	}
+	if got, err := e.cli.Get(ctx(t), entry); err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("ws's entry after the call = %v (err %v), want still there: its clean-up delete was dropped (the premise)", got, err)
+	}
+	d.release() // the held regrant lands now
+	drop.disarm()
+	time.Sleep(ttl / 2) // the clean-up retries every TTL/20
+	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
+		t.Errorf("keys on the lease of the Acquire that gave up, after its delayed regrant landed: %q, want none", ks)
+	}
+	if _, err := e.session(eng, ttl).TryAcquire(ctx(t), "k", "next"); err != nil {
 		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
 	}
 }
