@@ -214,3 +214,43 @@ func TestReviewMxDelayedRegrantAfterCleanupHoldsLock(t *testing.T) {
 		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
 	}
 }
+
+// A join whose answer is lost after it took the lock key, then an enqueue
+// delayed in the network and a retried enqueue that queues: the call finds
+// its own lock key, deletes its entry and claims the key (claimOrphan). It
+// succeeds, so nothing puts its tombstone; the delayed enqueue lands after
+// the Lock's Release and queues an entry of the call that becomes the grant
+// for nobody.
+func TestReviewMxClaimedOrphanDelayedEnqueueLandsAfterRelease(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	q, d := &lossy{}, &delayer{}
+	ws := e.session(e.engine(e.srv.Client(t, grpc.WithChainUnaryInterceptor(q.unary, d.unary))), 4*time.Second)
+	q.arm(prefix(t)+"/locks/", 1, nil) // the join takes the free lock; its answer is lost
+	d.arm(prefix(t) + "/queue/")       // the first enqueue is held back
+	wc := acquireAsync(t, ws, "mx", "w")
+	eventually(t, 5*time.Second, func() error {
+		if d.count() == 0 {
+			return errors.New("no enqueue held yet")
+		}
+		return nil
+	})
+	holdFirst(d)
+	a := await(t, wc, 5*time.Second, "w")
+	if a.err != nil {
+		t.Fatalf("w: Acquire = %v, want the lock (the premise)", a.err)
+	}
+	if q.losses() != 1 || d.count() != 1 {
+		t.Fatalf("answers lost = %d, enqueues held = %d, want 1 and 1 (the premise)", q.losses(), d.count())
+	}
+	if err := a.l.Release(ctx(t)); err != nil {
+		t.Fatalf("Release(w) = %v", err)
+	}
+	d.release() // the held enqueue lands now
+	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
+		t.Errorf("keys on w's lease after its Lock's Release and its delayed enqueue landed: %q, want none", ks)
+	}
+	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
+		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
+	}
+}
