@@ -164,7 +164,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		case err == nil:
 			s.noteFree(key, w == nil)
 			if ambiguous != nil || unsure {
-				s.bury(ctx, key, v, w)
+				s.bury(ctx, l, v)
 			}
 			return l, nil
 		case errors.Is(err, ErrUnknownOutcome):
@@ -189,7 +189,7 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 				}
 				l, err := s.claimOrphan(ctx, key, v, o.holder, *ambiguous)
 				if err == nil {
-					s.bury(ctx, key, v, w)
+					s.bury(ctx, l, v)
 				}
 				return l, err
 			}
@@ -242,25 +242,26 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 	}
 }
 
-// bury puts the tombstone of a call that got its lock after a lost answer
-// (review mx): the lost write may still be on its way, and once the Lock is
+// bury puts the tombstone of a call that got its lock l after a lost answer
+// (review mx): the lost write may still be on its way, and once l is
 // released it would find the lock free and create a key of the call (a lock
 // key, or an entry that becomes the grant) on the session's lease, for
-// nobody. It settles, with the tombstone, what the call may have written: a
-// key the new Lock tracks is kept (cleanOne), a stray entry behind a lock key
-// of the call is deleted. While the Lock holds its key, no write of the call
-// can create anything but that stray entry (a lock key needs the lock free
-// and nobody queued; the entry exists when it is the grant), so the tombstone
-// is in time; what settle cannot do now the session's clean-up retries.
-func (s *Session) bury(ctx context.Context, key string, v value, w *waiter) {
-	los := []leftover{s.lockLeftover(key, v)}
-	if w != nil {
-		los = append(los, w.leftover())
+// nobody. It settles, with the tombstone, the one key of the call that is not
+// l's grant (the lock key when l is a queue entry, the entry when l is the
+// lock key): a stray entry behind l's lock key is deleted; l's own key is
+// never touched, now or by a retry of the session's clean-up after l ended
+// (a lapsed Lock's key stays for Adopt). While l holds its key no write of
+// the call can create anything but that stray entry (a lock key needs the
+// lock free and nobody queued; the entry exists when it is the grant), so
+// the tombstone comes in time; what settle cannot do now, the session's
+// clean-up retries.
+func (s *Session) bury(ctx context.Context, l *Lock, v value) {
+	lo := s.lockLeftover(l.key, v)
+	if l.path == lo.path {
+		lo = s.newWaiter(l.key, v).leftover()
 	}
-	for i := range los {
-		los[i].gone = s.eng.gonePath(v.Call)
-	}
-	s.settle(ctx, los...)
+	lo.gone = s.eng.gonePath(v.Call)
+	s.settle(ctx, lo)
 }
 
 // historyUsable reports whether a grant learned from history (lookAt) may
