@@ -246,22 +246,24 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 // (review mx): the lost write may still be on its way, and once l is
 // released it would find the lock free and create a key of the call (a lock
 // key, or an entry that becomes the grant) on the session's lease, for
-// nobody. It settles, with the tombstone, the one key of the call that is not
-// l's grant (the lock key when l is a queue entry, the entry when l is the
-// lock key): a stray entry behind l's lock key is deleted; l's own key is
-// never touched, now or by a retry of the session's clean-up after l ended
-// (a lapsed Lock's key stays for Adopt). While l holds its key no write of
-// the call can create anything but that stray entry (a lock key needs the
-// lock free and nobody queued; the entry exists when it is the grant), so
-// the tombstone comes in time; what settle cannot do now, the session's
-// clean-up retries.
+// nobody. It settles, with the tombstone, both keys the call may have
+// written: a stray entry behind l's lock key is deleted, and so is a key the
+// call's write created at l's own path after l's Release; l's grant itself
+// (its token) is never touched, now or by a retry of the session's clean-up
+// after l ended (a lapsed Lock's key stays for Adopt). While l holds its key
+// no write of the call can create anything but that stray entry (a lock key
+// needs the lock free and nobody queued; the entry exists when it is the
+// grant), so the tombstone, put now, comes in time; what settle cannot do now,
+// the session's clean-up retries.
 func (s *Session) bury(ctx context.Context, l *Lock, v value) {
-	lo := s.lockLeftover(l.key, v)
-	if l.path == lo.path {
-		lo = s.newWaiter(l.key, v).leftover()
+	los := []leftover{s.lockLeftover(l.key, v), s.newWaiter(l.key, v).leftover()}
+	for i := range los {
+		if los[i].path == l.path {
+			los[i].keep = l.token
+		}
+		los[i].gone = s.eng.gonePath(v.Call)
 	}
-	lo.gone = s.eng.gonePath(v.Call)
-	s.settle(ctx, lo)
+	s.settle(ctx, los...)
 }
 
 // historyUsable reports whether a grant learned from history (lookAt) may
