@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -252,5 +253,53 @@ func TestReviewMxClaimedOrphanDelayedEnqueueLandsAfterRelease(t *testing.T) {
 	}
 	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
 		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
+	}
+}
+
+// The cost of the call tombstone (question 4 of the review): a long-lived
+// session keeps one small key per call that lost an answer, not one per
+// retry or per clean-up round, and none once the session ends. Here n
+// Acquires each have their join held back in the network and give up; their
+// joins all land afterwards and create nothing.
+func TestReviewMxTombstoneOnePerFailedCall(t *testing.T) {
+	const n = 5
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	d := &delayer{}
+	ws := e.session(e.engine(e.srv.Client(t, grpc.WithChainUnaryInterceptor(d.unary))), 4*time.Second)
+	h, err := e.session(eng, 10*time.Second).Acquire(ctx(t), "mx", "h")
+	if err != nil {
+		t.Fatalf("Acquire(h) = %v", err)
+	}
+	d.arm(prefix(t) + "/locks/")
+	for i := range n {
+		wctx, cancel := context.WithTimeout(ctx(t), 1500*time.Millisecond) // past the join's TTL/4
+		_, err := ws.Acquire(wctx, "mx", fmt.Sprintf("gave-up-%d", i))
+		cancel()
+		if err == nil {
+			t.Fatalf("call %d: Acquire = nil while h holds the lock, want the ctx's error (the premise)", i)
+		}
+	}
+	if d.count() != n {
+		t.Fatalf("held joins = %d, want %d (the premise)", d.count(), n)
+	}
+	time.Sleep(time.Second) // clean-up rounds, had any leftover been handed over
+	rest, gone := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID()))
+	if len(rest) != 0 || gone != n {
+		t.Errorf("keys on the lease after %d failed calls = %q and %d call tombstones, want none and %d", n, rest, gone, n)
+	}
+	d.release()
+	if rest, gone := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(rest) != 0 || gone != n {
+		t.Errorf("keys on the lease after the %d held joins landed = %q and %d call tombstones, want none and %d", n, rest, gone, n)
+	}
+	if err := h.Release(ctx(t)); err != nil {
+		t.Fatalf("Release(h) = %v", err)
+	}
+	if err := ws.Close(ctx(t)); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	resp, err := e.cli.Get(ctx(t), prefix(t)+"/gone/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("call tombstones after the session's Close = %v (err %v), want 0", resp, err)
 	}
 }
