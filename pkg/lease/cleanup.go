@@ -27,6 +27,7 @@ type leftover struct {
 	lock  bool   // a lock key (else a queue entry)
 	token int64  // if > 0: the grant (CreateRevision) left, whatever its value
 	upTo  int64  // if > 0: any key created at or before this revision
+	keep  int64  // if > 0: the grant a Lock of the call holds there (CreateRevision): never a leftover
 	// gone, if set, is the etcd key of the call's tombstone (Engine.gonePath),
 	// put on the lease before the key is read: a write of the call whose
 	// answer was lost may still be on its way, and every write of the call
@@ -39,7 +40,7 @@ type leftover struct {
 // on lease id.
 func (lo leftover) ours(kv *mvccpb.KeyValue, id clientv3.LeaseID) bool {
 	switch {
-	case clientv3.LeaseID(kv.Lease) != id:
+	case clientv3.LeaseID(kv.Lease) != id, lo.keep > 0 && kv.CreateRevision == lo.keep:
 		return false
 	case lo.token > 0:
 		return kv.CreateRevision == lo.token

@@ -133,9 +133,10 @@
 // whose answer was lost may still land after its call's clean-up: a call of
 // Acquire, TryAcquire, AcquireSlot or TryAcquireSlot that lost an answer
 // therefore leaves its tombstone P/gone/<call id> on its lease for the
-// session's life, put before its clean-up reads, and every write of the call
-// compares it absent (Engine.callAlive), so nothing of the call appears
-// later (semaphore.go). A session
+// session's life, put before its clean-up reads (by an Acquire or AcquireSlot
+// that got the lock after all, before it returns), and every write of the
+// call compares it absent (Engine.callAlive), so nothing of the call appears
+// later, not even after its Lock's Release (semaphore.go). A session
 // that ended leaves the rest to its lease: gone with it, or, after Orphan, to
 // whoever resumes it; one that expired first tries once to delete what its
 // failed call left, since etcd may keep its lease, and a queued entry that is

@@ -38,9 +38,10 @@ const maxKeyLen = 1024
 //	                                 semaphore s, FIFO by CreateRevision; never
 //	                                 a grant: a slot's grant is the lock key of
 //	                                 SlotKey(s, i) (semaphore.go)
-//	P/gone/<call id>                 the tombstone of an AcquireSlot,
-//	                                 TryAcquireSlot or TryAcquire call that
-//	                                 gave up after a write's answer was lost, on
+//	P/gone/<call id>                 the tombstone of an Acquire, TryAcquire,
+//	                                 AcquireSlot or TryAcquireSlot call that
+//	                                 lost a write's answer (put when it gave
+//	                                 up, or when it got the lock after all), on
 //	                                 its session's lease: that write, if it
 //	                                 lands later, fails
 //	P/fences/k                       a ForceRelease's freshness marker (seconds)

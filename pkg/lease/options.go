@@ -68,10 +68,11 @@ func WithRecord(r json.RawMessage) LockOption {
 }
 
 // engineCmps is the most compares the engine puts in one transaction of its
-// own (a queued waiter's grab: lock free, tombstone absent, own entry, oldest
-// entry; TryAcquire's: lock free, tombstone absent, queue empty, the call's
-// tombstone absent); the caller's guards come on top.
-const engineCmps = 4
+// own (an outrun waiter's regrant: lock free, tombstone absent, own entry,
+// oldest entry, the call's tombstone absent; TryAcquire's: lock free,
+// tombstone absent, queue empty, the call's tombstone absent); the caller's
+// guards come on top.
+const engineCmps = 5
 
 // lockConfig applies opts and checks them: the record must be valid JSON,
 // and the guards must fit in one transaction with the engine's own compares,

@@ -163,6 +163,9 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 		switch {
 		case err == nil:
 			s.noteFree(key, w == nil)
+			if ambiguous != nil || unsure {
+				s.bury(ctx, l, v)
+			}
 			return l, nil
 		case errors.Is(err, ErrUnknownOutcome):
 			if ambiguous == nil {
@@ -184,7 +187,11 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 				if w != nil {
 					s.settle(ctx, w.leftover()) // normally never written
 				}
-				return s.claimOrphan(ctx, key, v, o.holder, *ambiguous)
+				l, err := s.claimOrphan(ctx, key, v, o.holder, *ambiguous)
+				if err == nil {
+					s.bury(ctx, l, v)
+				}
+				return l, err
 			}
 			if s.leftoverAt(string(o.holder.Key)) {
 				// An earlier call of this session left it; this call holds
@@ -233,6 +240,30 @@ func (s *Session) acquire(ctx context.Context, key, holder string, opts []LockOp
 			s.backoff(ctx)
 		}
 	}
+}
+
+// bury puts the tombstone of a call that got its lock l after a lost answer
+// (review mx): the lost write may still be on its way, and once l is
+// released it would find the lock free and create a key of the call (a lock
+// key, or an entry that becomes the grant) on the session's lease, for
+// nobody. It settles, with the tombstone, both keys the call may have
+// written: a stray entry behind l's lock key is deleted, and so is a key the
+// call's write created at l's own path after l's Release; l's grant itself
+// (its token) is never touched, now or by a retry of the session's clean-up
+// after l ended (a lapsed Lock's key stays for Adopt). While l holds its key
+// no write of the call can create anything but that stray entry (a lock key
+// needs the lock free and nobody queued; the entry exists when it is the
+// grant), so the tombstone, put now, comes in time; what settle cannot do now,
+// the session's clean-up retries.
+func (s *Session) bury(ctx context.Context, l *Lock, v value) {
+	los := []leftover{s.lockLeftover(l.key, v), s.newWaiter(l.key, v).leftover()}
+	for i := range los {
+		if los[i].path == l.path {
+			los[i].keep = l.token
+		}
+		los[i].gone = s.eng.gonePath(v.Call)
+	}
+	s.settle(ctx, los...)
 }
 
 // historyUsable reports whether a grant learned from history (lookAt) may

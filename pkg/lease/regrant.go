@@ -57,6 +57,9 @@ func (w *waiter) notice(lock *mvccpb.KeyValue) {
 //	CreateRevision(tombstone) == 0     no ForceRelease lock-delay
 //	CreateRevision(entry) == w.rev     this call's entry, still queued
 //	CreateRevision(queue) >= w.rev     nothing queued ahead: the entry is the grant
+//	CreateRevision(P/gone/<call>) == 0 the call has not given up (its clean-up puts
+//	                                   it after a lost answer: a delayed regrant then
+//	                                   creates nothing, review mx)
 //	guards...                          the caller's (WithGuard)
 //
 // With guards, the Else branch reads what the first four compares test (the
@@ -64,7 +67,8 @@ func (w *waiter) notice(lock *mvccpb.KeyValue) {
 // The error wraps ErrUnknownOutcome when the answer was lost (the lock key
 // may exist, on this lease with this call's value); it is ErrGuardFailed
 // when the four held but a guard did not (nothing was written), and
-// errRegrantRaced when one of the four failed.
+// errRegrantRaced when one of the four failed. (The call's tombstone exists
+// only once the call has ended: a live call never fails on it.)
 func (s *Session) regrant(ctx context.Context, w *waiter, v value, guards []clientv3.Cmp) (*Lock, error) {
 	e := s.eng
 	path, tomb, qdir := e.Path(w.key), e.tombPath(w.key), e.queueDir(w.key)
@@ -73,7 +77,8 @@ func (s *Session) regrant(ctx context.Context, w *waiter, v value, guards []clie
 		clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(w.path), "=", w.rev),
 		clientv3.Compare(clientv3.CreateRevision(qdir), ">", w.rev-1).WithPrefix(),
-	}, guards...)
+	}, e.callAlive(v)...)
+	cmps = append(cmps, guards...)
 	var els []clientv3.Op
 	if len(guards) > 0 {
 		els = w.reads()
