@@ -205,3 +205,112 @@ func TestReviewMx2BuryRetryAfterLapseKeepsLapsedLock(t *testing.T) {
 		t.Errorf("keys on ws's lease after the adopted Lock's Release = %q, want none", ks)
 	}
 }
+
+// manyGuardsOpt returns a WithGuard of n compares that hold.
+func manyGuardsOpt(t *testing.T, n int) lease.LockOption {
+	cmps := make([]clientv3.Cmp, n)
+	for i := range cmps {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(prefix(t)+"/none"), "=", 0)
+	}
+	return lease.WithGuard(cmps...)
+}
+
+// Questions 3 and 4 of review mx2: an outrun waiter's live regrant (rolling
+// upgrade) carries the call's tombstone compare, five engine compares in all;
+// with the most guards lockConfig accepts (123 at etcd's default 128) etcd
+// applies it, and it takes the lock with a token above the old replica's.
+func TestReviewMx2LiveRegrantWithMostGuards(t *testing.T) {
+	const ttl = 6 * time.Second
+	e := newEnv(t)
+	eng := e.engine(e.cli)
+	first, err := e.session(eng, ttl).TryAcquire(ctx(t), "k", "first")
+	if err != nil {
+		t.Fatalf("TryAcquire = %v, want nil", err)
+	}
+	old := queueOld(t, e, ttl)
+	ws := e.session(eng, ttl)
+	wc := acquireAsync(t, ws, "k", "w", manyGuardsOpt(t, 123))
+	waiters(t, eng, "k", 2) // the old replica's entry, then ws's
+	if err := first.Release(ctx(t)); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
+	}
+	old.grab(eng)
+	time.Sleep(200 * time.Millisecond) // ws reads the lock key (outrun) and waits on it
+	old.release(eng)
+	a := await(t, wc, ttl, "w")
+	if a.err != nil {
+		t.Fatalf("w: Acquire with 123 guards, outrun = %v, want the lock by regrant", a.err)
+	}
+	if a.l.Path() != eng.Path("k") || a.l.Token() <= old.token {
+		t.Fatalf("w's Lock at %s with token %d, want the lock key %s (regrant) with a token above the old replica's %d", a.l.Path(), a.l.Token(), eng.Path("k"), old.token)
+	}
+	if err := a.l.Release(ctx(t)); err != nil {
+		t.Fatalf("Release(w) = %v", err)
+	}
+}
+
+// Question 4 of review mx2: one guard above the limit (124 with the engine's
+// 5 compares) is refused as ErrInvalid by every call that takes guards,
+// before anything is sent; the limit itself is accepted and etcd applies it.
+// A slot's grant carries the guards twice (its compares, and the Else
+// branch's nested transaction that tells a guard's failure apart), and etcd
+// (v3rpc checkTxnRequest) checks the nested transaction against what the
+// outer one's 8+g compares left: 2g+8 <= 128, so 60 guards at most. More,
+// up to the 118 acquireSlot accepted, reached etcd and were refused there
+// (ErrTooManyOps, not ErrInvalid), after AcquireSlot had queued.
+func TestReviewMx2GuardLimitRefusedUpFront(t *testing.T) {
+	const ttl = 4 * time.Second
+	e := newEnv(t)
+	gate := etcdtest.NewGate()
+	eng := e.engine(e.srv.Client(t, gate.DialOptions()...))
+	s := e.session(eng, ttl)
+	over, semOver := manyGuardsOpt(t, 124), manyGuardsOpt(t, 61)
+	for _, tc := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"TryAcquire", func(c context.Context) error { _, err := s.TryAcquire(c, "a", "h", over); return err }},
+		{"Acquire", func(c context.Context) error { _, err := s.Acquire(c, "b", "h", over); return err }},
+		{"Grant", func(c context.Context) error { _, err := s.Grant(c, "c", "h", over); return err }},
+		{"GrantBatch", func(c context.Context) error {
+			_, err := s.GrantBatch(c, []lease.GrantRequest{{Key: "d", Holder: "h"}}, over)
+			return err
+		}},
+		{"AcquireSlot", func(c context.Context) error { _, err := s.AcquireSlot(c, "e", "h", 2, semOver); return err }},
+		{"TryAcquireSlot", func(c context.Context) error { _, err := s.TryAcquireSlot(c, "f", "h", 2, semOver); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := gate.Count("Txn")
+			if err := tc.call(ctx(t)); !errors.Is(err, lease.ErrInvalid) {
+				t.Fatalf("%s with one guard too many = %v, want ErrInvalid", tc.name, err)
+			}
+			if got := gate.Count("Txn") - sent; got != 0 {
+				t.Fatalf("transactions sent for a refused guard count = %d, want 0", got)
+			}
+		})
+	}
+	most, semMost := manyGuardsOpt(t, 123), manyGuardsOpt(t, 60)
+	if l, err := s.TryAcquire(ctx(t), "a", "h", most); err != nil {
+		t.Errorf("TryAcquire with 123 guards = %v, want the lock", err)
+	} else if err := l.Release(ctx(t)); err != nil {
+		t.Errorf("Release = %v", err)
+	}
+	if l, err := s.Acquire(ctx(t), "b", "h", most); err != nil {
+		t.Errorf("Acquire with 123 guards = %v, want the lock", err)
+	} else if err := l.Release(ctx(t)); err != nil {
+		t.Errorf("Release = %v", err)
+	}
+	if _, err := s.Grant(ctx(t), "c", "h", most); err != nil {
+		t.Errorf("Grant with 123 guards = %v, want a token", err)
+	}
+	if l, err := s.AcquireSlot(ctx(t), "e", "h", 2, semMost); err != nil {
+		t.Errorf("AcquireSlot with 60 guards = %v, want a slot", err)
+	} else if err := l.Release(ctx(t)); err != nil {
+		t.Errorf("Release(slot) = %v", err)
+	}
+	if l, err := s.TryAcquireSlot(ctx(t), "f", "h", 2, semMost); err != nil {
+		t.Errorf("TryAcquireSlot with 60 guards = %v, want a slot", err)
+	} else if err := l.Release(ctx(t)); err != nil {
+		t.Errorf("Release(slot) = %v", err)
+	}
+}
