@@ -184,7 +184,7 @@ func TestReviewMx2BuryRetryAfterLapseKeepsLapsedLock(t *testing.T) {
 	eventually(t, 2*ttl, func() error {
 		gone, err := e.cli.Get(ctx(t), prefix(t)+"/gone/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil || gone.Count != 1 {
-			return fmt.Errorf("call tombstones = %v (err %v), want the first call's 1", gone, err)
+			return fmt.Errorf("call tombstones = %v (err %w), want the first call's 1", gone, err)
 		}
 		return nil
 	})
