@@ -48,8 +48,8 @@ func (s *Session) acquireSlot(ctx context.Context, name, holder string, n int, o
 	if err != nil {
 		return nil, err
 	}
-	if g := len(cfg.guards); g+slotCmps+2 > s.eng.maxTxnOps {
-		return nil, invalidf("%d guard compares and the slot grant's %d operations exceed the %d operations per transaction", g, slotCmps+2, s.eng.maxTxnOps)
+	if g := len(cfg.guards); !slotGuardsFit(g, s.eng.maxTxnOps) {
+		return nil, invalidf("%d guard compares (twice: in the compares and the nested transaction) and the slot grant's %d operations exceed the %d operations per transaction", g, slotCmps+2, s.eng.maxTxnOps)
 	}
 	if r := semReadOps(n); r > s.eng.maxTxnOps {
 		return nil, invalidf("reading %d slots takes %d operations, above the %d per transaction", n, r, s.eng.maxTxnOps)

@@ -99,3 +99,28 @@ func TestSemReadOps(t *testing.T) {
 		}
 	}
 }
+
+// slotGuardsFit: etcd checks the Else branch's nested transaction (the
+// guards again) against what the grant's slotCmps+g compares left (review
+// mx2): 2g+slotCmps <= maxOps, and slotCmps+2+g <= maxOps without guards.
+func TestSlotGuardsFit(t *testing.T) {
+	for _, tc := range []struct {
+		g, maxOps int
+		want      bool
+	}{
+		{0, 128, true},
+		{60, 128, true},
+		{61, 128, false},
+		{118, 128, false}, // accepted before review mx2; etcd refused the grant
+		{0, 10, true},
+		{0, 9, false},
+		{1, 10, false},
+		{1, 11, true},
+		{2, 12, true},
+		{3, 13, false},
+	} {
+		if got := slotGuardsFit(tc.g, tc.maxOps); got != tc.want {
+			t.Errorf("slotGuardsFit(%d, %d) = %v, want %v", tc.g, tc.maxOps, got, tc.want)
+		}
+	}
+}
