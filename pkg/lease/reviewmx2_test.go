@@ -145,27 +145,8 @@ func TestReviewMx2BuryRetryAfterLapseKeepsLapsedLock(t *testing.T) {
 	d, drop, gate := &delayer{}, &tombstoneDropper{}, etcdtest.NewGate()
 	opts := append(gate.DialOptions(), grpc.WithChainUnaryInterceptor(drop.unary, d.unary))
 	ws := e.session(e.engine(e.srv.Client(t, opts...)), ttl)
-	first, err := ws.Acquire(ctx(t), "mx", "w")
-	if err != nil {
-		t.Fatalf("Acquire(w) = %v", err)
-	}
-	if err := first.Release(ctx(t)); err != nil {
-		t.Fatalf("Release(w) = %v", err)
-	}
-	d.arm(prefix(t) + "/locks/")
 	drop.arm(prefix(t) + "/gone/")
-	wc := acquireAsync(t, ws, "mx", "w1")
-	eventually(t, 5*time.Second, func() error {
-		if d.count() == 0 {
-			return errors.New("the first grab is not held yet")
-		}
-		return nil
-	})
-	holdFirst(d)
-	a := await(t, wc, 5*time.Second, "w1")
-	if a.err != nil {
-		t.Fatalf("w1: Acquire = %v, want the lock (the premise)", a.err)
-	}
+	a := acquireHoldingLeanGrab(t, ws, d, "w1")
 	if d.count() != 1 || drop.count() == 0 {
 		t.Fatalf("held grabs = %d, dropped tombstone puts = %d, want 1 and some (the premise)", d.count(), drop.count())
 	}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
 // Adversarial review of d3184fb (the call tombstone in a blocking Acquire).
@@ -76,26 +78,7 @@ func TestReviewMxSucceededAcquireDelayedLeanGrabLandsAfterRelease(t *testing.T) 
 	eng := e.engine(e.cli)
 	d := &delayer{}
 	ws := e.session(e.engine(e.srv.Client(t, grpc.WithChainUnaryInterceptor(d.unary))), 4*time.Second)
-	first, err := ws.Acquire(ctx(t), "mx", "w")
-	if err != nil {
-		t.Fatalf("Acquire(w) = %v", err)
-	}
-	if err := first.Release(ctx(t)); err != nil {
-		t.Fatalf("Release(w) = %v", err)
-	}
-	d.arm(prefix(t) + "/locks/")
-	wc := acquireAsync(t, ws, "mx", "w")
-	eventually(t, 5*time.Second, func() error {
-		if d.count() == 0 {
-			return errors.New("the first grab is not held yet")
-		}
-		return nil
-	})
-	holdFirst(d)
-	a := await(t, wc, 5*time.Second, "w")
-	if a.err != nil {
-		t.Fatalf("w: Acquire = %v, want the lock (the premise)", a.err)
-	}
+	a := acquireHoldingLeanGrab(t, ws, d, "w")
 	if d.count() != 1 {
 		t.Fatalf("held transactions = %d, want the first grab's 1 (the premise)", d.count())
 	}
@@ -109,6 +92,35 @@ func TestReviewMxSucceededAcquireDelayedLeanGrabLandsAfterRelease(t *testing.T) 
 	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
 		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
 	}
+}
+
+// acquireHoldingLeanGrab takes and releases "mx" once on ws, so that its next
+// Acquire of the key tries the lean grab first, then arms d on the lock keys
+// and runs that Acquire for holder with its first grab held back (holdFirst);
+// it returns the Acquire's result, which must be the lock (the premise).
+func acquireHoldingLeanGrab(t *testing.T, ws *lease.Session, d *delayer, holder string) acquired {
+	t.Helper()
+	first, err := ws.Acquire(ctx(t), "mx", "w")
+	if err != nil {
+		t.Fatalf("Acquire(w) = %v", err)
+	}
+	if err := first.Release(ctx(t)); err != nil {
+		t.Fatalf("Release(w) = %v", err)
+	}
+	d.arm(prefix(t) + "/locks/")
+	wc := acquireAsync(t, ws, "mx", holder)
+	eventually(t, 5*time.Second, func() error {
+		if d.count() == 0 {
+			return errors.New("the first grab is not held yet")
+		}
+		return nil
+	})
+	holdFirst(d)
+	a := await(t, wc, 5*time.Second, holder)
+	if a.err != nil {
+		t.Fatalf("%s: Acquire = %v, want the lock (the premise)", holder, a.err)
+	}
+	return a
 }
 
 // cleanupDeleteDropper fails, before sending, every Txn of its client that
