@@ -55,7 +55,12 @@ type lockConfig struct {
 // operation to write anything: the controller passes its election lock's
 // IsOwner() so that a deposed replica cannot grant, release or update. When
 // the lock compare holds but a guard does not, the operation fails with
-// ErrGuardFailed. Guards count towards etcd's operations per transaction.
+// ErrGuardFailed. Guards count towards etcd's operations per transaction
+// (its --max-txn-ops, 128 by default; WithMaxTxnOps): a lock's operations
+// take up to that less the engine's own 5 compares (123 at 128), a slot's
+// grant (AcquireSlot, TryAcquireSlot) about half that, since it repeats them
+// in a nested transaction (60 at 128). More fail with ErrInvalid before
+// anything is sent.
 func WithGuard(cmps ...clientv3.Cmp) LockOption {
 	return func(c *lockConfig) { c.guards = append(c.guards, cmps...) }
 }
