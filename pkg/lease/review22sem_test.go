@@ -204,6 +204,20 @@ func (q *lossy) unary(ctx context.Context, method string, req, reply any, cc *gr
 
 // withoutTombstones splits lease keys into the calls' tombstones (under
 // P/gone/, kept for the session's life after a lost answer) and the rest.
+// freeAfterLanding checks, once a held-back write of a call on ws has
+// landed, that the keys on ws's lease (where names them in the messages)
+// are call tombstones only, and that a session of its own takes key at once:
+// the late write created nothing that holds the lock for nobody.
+func freeAfterLanding(t *testing.T, e *env, ws *lease.Session, key, where string) {
+	t.Helper()
+	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
+		t.Errorf("keys on %s: %q, want none", where, ks)
+	}
+	if _, err := e.session(e.engine(e.cli), 10*time.Second).TryAcquire(ctx(t), key, "next"); err != nil {
+		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
+	}
+}
+
 func withoutTombstones(t *testing.T, ks []string) (rest []string, gone int) {
 	t.Helper()
 	for _, k := range ks {

@@ -122,12 +122,7 @@ func TestReviewMx2BuryRetryAfterReleaseSparesNewLock(t *testing.T) {
 	if err := l2.Release(ctx(t)); err != nil {
 		t.Fatalf("Release(w2) = %v", err)
 	}
-	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
-		t.Errorf("keys on ws's lease after both Releases = %q, want none", ks)
-	}
-	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
-		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
-	}
+	freeAfterLanding(t, e, ws, "mx", "ws's lease after both Releases")
 }
 
 // Question 1 of review mx2, the Lock's own key: a blocking Acquire succeeds

@@ -61,12 +61,7 @@ func TestReviewMxSucceededAcquireDelayedJoinLandsAfterRelease(t *testing.T) {
 		t.Fatalf("Release(w) = %v", err)
 	}
 	d.release() // the held join lands now: the lock is free and nobody queues
-	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
-		t.Errorf("keys on w's lease after its Lock's Release and its delayed join landed: %q, want none", ks)
-	}
-	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
-		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
-	}
+	freeAfterLanding(t, e, ws, "mx", "w's lease after its Lock's Release and its delayed join landed")
 }
 
 // The same with the lean first try (the session's last Acquire of the key
@@ -75,7 +70,6 @@ func TestReviewMxSucceededAcquireDelayedJoinLandsAfterRelease(t *testing.T) {
 // nobody.
 func TestReviewMxSucceededAcquireDelayedLeanGrabLandsAfterRelease(t *testing.T) {
 	e := newEnv(t)
-	eng := e.engine(e.cli)
 	d := &delayer{}
 	ws := e.session(e.engine(e.srv.Client(t, grpc.WithChainUnaryInterceptor(d.unary))), 4*time.Second)
 	a := acquireHoldingLeanGrab(t, ws, d, "w")
@@ -86,12 +80,7 @@ func TestReviewMxSucceededAcquireDelayedLeanGrabLandsAfterRelease(t *testing.T) 
 		t.Fatalf("Release(w) = %v", err)
 	}
 	d.release() // the held grab lands now: the lock is free and nobody queues
-	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
-		t.Errorf("keys on w's lease after its Lock's Release and its delayed first grab landed: %q, want none", ks)
-	}
-	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
-		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
-	}
+	freeAfterLanding(t, e, ws, "mx", "w's lease after its Lock's Release and its delayed first grab landed")
 }
 
 // acquireHoldingLeanGrab takes and releases "mx" once on ws, so that its next
@@ -236,7 +225,6 @@ func TestReviewMxDelayedRegrantAfterCleanupHoldsLock(t *testing.T) {
 // for nobody.
 func TestReviewMxClaimedOrphanDelayedEnqueueLandsAfterRelease(t *testing.T) {
 	e := newEnv(t)
-	eng := e.engine(e.cli)
 	q, d := &lossy{}, &delayer{}
 	ws := e.session(e.engine(e.srv.Client(t, grpc.WithChainUnaryInterceptor(q.unary, d.unary))), 4*time.Second)
 	q.arm(prefix(t)+"/locks/", 1, nil) // the join takes the free lock; its answer is lost
@@ -260,12 +248,7 @@ func TestReviewMxClaimedOrphanDelayedEnqueueLandsAfterRelease(t *testing.T) {
 		t.Fatalf("Release(w) = %v", err)
 	}
 	d.release() // the held enqueue lands now
-	if ks, _ := withoutTombstones(t, leaseKeys(t, e.cli, ws.ID())); len(ks) != 0 {
-		t.Errorf("keys on w's lease after its Lock's Release and its delayed enqueue landed: %q, want none", ks)
-	}
-	if _, err := e.session(eng, 10*time.Second).TryAcquire(ctx(t), "mx", "next"); err != nil {
-		t.Errorf("TryAcquire with no live holder or waiter = %v, want the lock", err)
-	}
+	freeAfterLanding(t, e, ws, "mx", "w's lease after its Lock's Release and its delayed enqueue landed")
 }
 
 // The cost of the call tombstone (question 4 of the review): a long-lived
