@@ -37,6 +37,15 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.strategy != 'Preferred' || has(self.preferredHolder)",message="preferredHolder is required when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.preferredHolder) || self.strategy == 'Preferred'",message="preferredHolder may be set only when strategy is Preferred",fieldPath=".preferredHolder",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.slots) || self.slots == 1",message="routing may be set only on a lock with one slot: a Service routed to the holder needs exactly one holder",fieldPath=".routing",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || has(self.globalName)",message="globalName is required when scope is Global: every cluster's lock with that name contends for one grant",fieldPath=".globalName",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.globalName) || self.scope == 'Global'",message="globalName may be set only when scope is Global",fieldPath=".globalName",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.clusterPreference) || self.scope == 'Global'",message="clusterPreference may be set only when scope is Global",fieldPath=".clusterPreference",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || !has(self.slots) || self.slots == 1",message="a Global lock has one slot: slots above 1 are not supported with scope Global",fieldPath=".slots",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || !has(self.routing)",message="routing is not supported with scope Global",fieldPath=".routing",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || self.leaseDurationSeconds >= 6",messageExpression="'must be at least 6 for a Global lock (its rounds run every third of it and must fit the lock delay); got %d'.format([self.leaseDurationSeconds])",fieldPath=".leaseDurationSeconds",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || !has(self.lockDelaySeconds) || self.lockDelaySeconds >= 2 * self.leaseDurationSeconds",messageExpression="'must be at least twice leaseDurationSeconds (%d) for a Global lock, or unset (then it is twice leaseDurationSeconds); got %d'.format([self.leaseDurationSeconds, self.lockDelaySeconds])",fieldPath=".lockDelaySeconds",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="(has(self.scope) ? self.scope : 'Cluster') == (has(oldSelf.scope) ? oldSelf.scope : 'Cluster')",message="scope cannot be changed: create a new lock instead",fieldPath=".scope",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="has(self.globalName) == has(oldSelf.globalName) && (!has(self.globalName) || self.globalName == oldSelf.globalName)",message="globalName cannot be changed: create a new lock instead",fieldPath=".globalName",reason=FieldValueForbidden
 type DistributedLockSpec struct {
 	// Candidates selects the pods, in the lock's namespace, that may hold the lock.
 	// +required
@@ -95,6 +104,36 @@ type DistributedLockSpec struct {
 	// while it is Releasing, Pending or Suspended. Optional.
 	// +optional
 	Routing *Routing `json:"routing,omitempty"`
+
+	// Scope is Cluster (the default: the lock is granted in this cluster) or Global (every
+	// cluster's lock with the same globalName contends for one grant in the etcd that all
+	// their managers share; docs/global.md). A Global lock has one slot, no routing, a lease
+	// of at least 6 s and a lock delay of at least twice the lease (default: twice). Cannot
+	// be changed.
+	// +kubebuilder:default=Cluster
+	// +optional
+	Scope Scope `json:"scope,omitempty"`
+
+	// GlobalName names the grant that the Global locks of every cluster contend for: a
+	// DNS-1123 subdomain, at most 253 characters. Required when scope is Global, forbidden
+	// otherwise; cannot be changed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	GlobalName string `json:"globalName,omitempty"`
+
+	// ClusterPreference lists cluster names (each manager's --cluster-name), most preferred
+	// first: when the grant is free, a cluster listed earlier that has an eligible candidate
+	// leads. Clusters not listed come after, first to grant wins. Only with scope Global; at
+	// most 16 names.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	ClusterPreference []string `json:"clusterPreference,omitempty"`
 }
 
 // The selector's presence is a rule rather than a required field: a missing required field
@@ -118,10 +157,14 @@ func (s *DistributedLockSpec) EffectiveSlots() int32 {
 	return max(s.Slots, 1)
 }
 
-// EffectiveLockDelaySeconds is spec.lockDelaySeconds, or spec.leaseDurationSeconds when unset.
+// EffectiveLockDelaySeconds is spec.lockDelaySeconds, or when unset spec.leaseDurationSeconds
+// (twice it for a Global lock).
 func (s *DistributedLockSpec) EffectiveLockDelaySeconds() int32 {
 	if s.LockDelaySeconds != nil {
 		return *s.LockDelaySeconds
+	}
+	if s.IsGlobal() {
+		return GlobalLockDelayFactor * s.LeaseDurationSeconds
 	}
 	return s.LeaseDurationSeconds
 }

@@ -119,6 +119,38 @@ type DistributedLockStatus struct {
 	// and spec.slots), for display.
 	// +optional
 	SlotsHeld string `json:"slotsHeld,omitempty"`
+	// GlobalCluster is, for a Global lock, the cluster (its manager's --cluster-name) whose
+	// lock holds the global term; empty when no term is known. When it is another cluster,
+	// holder is empty and fencingToken is that cluster's token.
+	// +optional
+	GlobalCluster string `json:"globalCluster,omitempty"`
+
+	// GlobalHolderUID is, for a Global lock held in this cluster, the UID of the holding pod.
+	// A Global lock never sets holderUID, so that a pod-side library that knows only
+	// cluster-scoped locks never leads a global term.
+	// +optional
+	GlobalHolderUID types.UID `json:"globalHolderUID,omitempty"`
+
+	// GlobalRound counts the manager's confirmations of a Global lock's grant in the shared
+	// etcd: it steps by exactly 1 per write that carries a new confirmation, and a holder pod
+	// stops by a bound that only these steps renew (docs/global.md, rule R5). It never
+	// decreases and is never removed (enforced by the API server).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GlobalRound int64 `json:"globalRound,omitempty"`
+
+	// GlobalToken is the token that globalRound vouches for; it changes only with a step of
+	// globalRound (enforced by the API server).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GlobalToken int64 `json:"globalToken,omitempty"`
+
+	// GlobalLockDelaySeconds is the lock delay recorded in the shared etcd with globalToken's
+	// grant: another cluster grants only this long after it saw the grant gone. It changes
+	// only with globalToken (enforced by the API server).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GlobalLockDelaySeconds int32 `json:"globalLockDelaySeconds,omitempty"`
 }
 
 // SlotStatus is one slot of a lock with spec.slots above 1: a term of its own, with the
