@@ -208,7 +208,7 @@ SEED     ?= 1
 RUNS     ?= 10
 DURATION ?= 30m
 
-.PHONY: chaos chaos-long chaos-ci
+.PHONY: chaos chaos-long chaos-ci chaos-global
 chaos: envtest-bins $(ETCDUTL) ## Run RUNS seeded fault-injection runs of SEED; one line per run, then `violations: <n>`.
 	go run ./test/chaos/cmd/chaos -seed $(SEED) -runs $(RUNS)
 chaos-long: envtest-bins $(ETCDUTL) ## Run seeded fault-injection runs until DURATION is up, then print totals.
@@ -216,6 +216,8 @@ chaos-long: envtest-bins $(ETCDUTL) ## Run seeded fault-injection runs until DUR
 chaos-ci: envtest-bins $(ETCDUTL) ## The bounded CI set: checker unit tests, then one seeded run per fault kind (each kind the first fault of one run).
 	go test -count=1 ./test/chaos/...
 	go run ./test/chaos/cmd/chaos -ci -seed $(SEED)
+chaos-global: envtest-bins $(ETCDUTL) ## Global locks (issue 21): RUNS seeded runs of SEED, two clusters on one etcd, one ledger; one line per run with the failover, then `summary:`. Not in chaos-ci (minutes per run).
+	go run ./test/chaos/cmd/chaos -global -seed $(SEED) -runs $(RUNS)
 
 ##@ Real node (hack/node; docs/e2e.md): needs root and Linux
 

@@ -24,4 +24,20 @@
 //     from the pods' own validity intervals whatever slot they claim, that no more than N pods
 //     ever held valid terms at once; CheckOneSlotPerPod that no pod was valid in two slots at
 //     once; CheckSlotStalls that every slot's ledger refused a stalled write (holders.go).
+//
+// The global mode (`make chaos-global SEED= RUNS=`, `chaos -global`; not in chaos-ci: a run
+// takes minutes) runs scope Global locks (issue 21, docs/global.md): two clusters, east and
+// west, each its own control plane and one manager (--cluster-name, a shared
+// --global-etcd-prefix, an etcd prefix and per-member proxies of its own), contend for one
+// spec.globalName (L = 6 s, D = 12 s, G = L) on the shared etcd, and every worker of both
+// clusters writes to ONE ledger outside both. NewGlobalSchedule draws one or two faults a run
+// (global.go): kill the holder cluster's manager, cut it from etcd past G + D, delete the
+// holder pod, kill an etcd member, SIGSTOP the holder's worker past L + D. Checked: CheckLedger
+// and CheckLinearizable on the shared ledger, Overlaps and CheckOverlaps (tolerance 0) on
+// the workers of both clusters together, CheckGlobalTokens on each cluster's statuses (tokens
+// only grow, the round rules, no holderUID), CheckGlobalClaims (no token claimed by two
+// clusters), CheckLiveness after each heal (G + D + 4 s). Measured: the failover after a
+// manager kill or cut, from the fault to the other cluster's first accepted write
+// (FirstWrite), against docs/global.md's bound G + D + 1 s; the run ends with a "summary:"
+// line (runs, violations, failover p50 and max, bound).
 package chaos

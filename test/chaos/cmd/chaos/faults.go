@@ -59,15 +59,11 @@ func (r *run) inject(ctx context.Context) error {
 
 // checkLiveness waits for a write after a heal and records a violation past bound.
 func (r *run) checkLiveness(ctx context.Context, kind string, bound time.Duration) error {
-	healed := chaos.Mono()
-	progressed, err := r.waitProgress(ctx, bound+5*time.Second)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	took, vs, err := r.recovery(ctx, bound)
 	if err != nil {
-		progressed = 0
+		return err
 	}
-	if vs := chaos.CheckLiveness(healed, progressed, bound); len(vs) > 0 {
+	if len(vs) > 0 {
 		r.violate("liveness", "after %s: %s", kind, vs[0].Detail)
 		if r.sched.Engine() {
 			r.noteEngineLock(ctx)
@@ -75,9 +71,26 @@ func (r *run) checkLiveness(ctx context.Context, kind string, bound time.Duratio
 		return nil
 	}
 	r.mu.Lock()
-	r.liveness = append(r.liveness, time.Duration(progressed-healed))
+	r.liveness = append(r.liveness, took)
 	r.mu.Unlock()
 	return nil
+}
+
+// recovery waits for a write from now on and returns how long it took, or CheckLiveness's
+// violation past bound; an error only when ctx ended.
+func (r *run) recovery(ctx context.Context, bound time.Duration) (time.Duration, []chaos.Violation, error) {
+	healed := chaos.Mono()
+	progressed, err := r.waitProgress(ctx, bound+5*time.Second)
+	if ctx.Err() != nil {
+		return 0, nil, ctx.Err()
+	}
+	if err != nil {
+		progressed = 0
+	}
+	if vs := chaos.CheckLiveness(healed, progressed, bound); len(vs) > 0 {
+		return 0, vs, nil
+	}
+	return time.Duration(progressed - healed), nil, nil
 }
 
 type healFunc func(context.Context) error

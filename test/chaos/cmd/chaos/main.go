@@ -10,6 +10,12 @@
 //	go run ./test/chaos/cmd/chaos -seed 1 -runs 10      # make chaos SEED=1 RUNS=10
 //	go run ./test/chaos/cmd/chaos -seed 1 -duration 30m # make chaos-long DURATION=30m
 //	go run ./test/chaos/cmd/chaos -ci                   # make chaos-ci
+//	go run ./test/chaos/cmd/chaos -global -seed 1 -runs 4 # make chaos-global SEED=1 RUNS=4
+//
+// With -global it runs the global mode instead (global.go): two control planes, east and
+// west, one manager each (--cluster-name, one --global-etcd-prefix), contending for one scope
+// Global lock on the shared etcd, their workers writing to one ledger; it ends with a
+// "summary:" line (runs, violations, failover p50 and max, the bound G + D + 1 s).
 //
 // It prints one line per run and ends with "violations: <n>"; a run with a violation is
 // saved under test/chaos/out/ with the command that replays it. It exits 1 on a violation
@@ -33,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -53,6 +60,7 @@ type options struct {
 	keep     bool
 	manager  string
 	worker   string
+	global   bool
 }
 
 type binaries struct{ manager, worker, ledger, agent string }
@@ -87,13 +95,18 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory (process logs of every run)")
 	flag.StringVar(&o.worker, "worker", "", "a chaosworker binary to run instead of building ./test/chaos/cmd/chaosworker (e.g. against another commit's pkg/lease)")
 	flag.StringVar(&o.manager, "manager", "", "a lockwarden binary built with -tags chaos to run instead of building ./cmd/lockwarden (e.g. from another commit)")
+	flag.BoolVar(&o.global, "global", false, "the global mode: two clusters contend for one scope Global lock over the shared etcd (global.go; -seed, -first, -runs, -keep, -manager, -worker apply)")
 	flag.Parse()
 	if o.ci {
 		o.extra, o.duration = 1, 0 // runs: one per kind, once the kinds are known
 	}
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime; the processes log to files
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := mainRun(ctx, o)
+	entry := mainRun
+	if o.global {
+		entry = mainGlobal
+	}
+	code := entry(ctx, o)
 	stop()
 	os.Exit(code)
 }
@@ -253,19 +266,7 @@ func (h *harness) start(ctx context.Context) error {
 	if err := h.cp.Kubeconfig(h.kubeconfig); err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := lockv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	cfg := *h.cp.Config
-	cfg.QPS, cfg.Burst = 200, 400
-	if h.k8s, err = client.NewWithWatch(&cfg, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	if h.cs, err = kubernetes.NewForConfig(&cfg); err != nil {
+	if h.k8s, h.cs, err = clients(*h.cp.Config); err != nil {
 		return err
 	}
 	if h.etcd, err = startCluster(h.root, filepath.Join(h.dir, "etcd"), 3); err != nil {
@@ -274,6 +275,27 @@ func (h *harness) start(ctx context.Context) error {
 	fmt.Printf("chaos: control plane and 3-member etcd up in %v; seed %d; lease %v, lockDelay %v, election-ttl %v; liveness bound %v\n",
 		time.Since(h.t0).Round(100*time.Millisecond), h.opts.seed, h.timing.Lease, h.timing.LockDelay, h.timing.ElectionTTL, h.livenessBound())
 	return nil
+}
+
+// clients returns the harness's clients of the API server of cfg.
+func clients(cfg rest.Config) (client.WithWatch, *kubernetes.Clientset, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := lockv1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	k8s, err := client.NewWithWatch(&cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k8s, cs, nil
 }
 
 // ensureEtcd checks that the shared etcd cluster serves; one that does not is replaced by a

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,18 +26,59 @@ type manager struct {
 	mu     sync.Mutex
 	cur    *proc
 	starts int
+	down   bool          // halted (globalmanager.go): not started again until resume
+	wake   chan struct{} // resume's nudge, buffered
 	quit   chan struct{}
 	done   chan struct{}
 }
 
+// connect gives m its path to h's API server (a gate, and a kubeconfig through it in m.dir)
+// and to every member of h's etcd (a proxy each), and its arguments: the run's etcd prefix
+// and h's timing. env is added to the process's environment.
+func (m *manager) connect(h *harness, prefix string, env ...string) error {
+	var err error
+	if m.gate, err = startGate(h.cp.Config); err != nil {
+		return err
+	}
+	kcfg := filepath.Join(m.dir, m.id+".kubeconfig")
+	if err := m.gate.writeKubeconfig(kcfg); err != nil {
+		return err
+	}
+	m.env = append([]string{"KUBECONFIG=" + kcfg}, env...)
+	var eps []string
+	for _, mem := range h.etcd.members {
+		p, err := newTCPProxy(mem.clientAddr())
+		if err != nil {
+			return err
+		}
+		m.proxies = append(m.proxies, p)
+		eps = append(eps, "http://"+p.addr)
+	}
+	m.args = []string{"--kubeconfig", kcfg, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", prefix,
+		"--election-ttl", h.timing.ElectionTTL.String(), "--etcd-lease-ttl", (2 * h.timing.ElectionTTL).String(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", m.id}
+	return nil
+}
+
 func (m *manager) start() {
-	m.quit, m.done = make(chan struct{}), make(chan struct{})
+	m.quit, m.done, m.wake = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 	go m.supervise()
 }
 
 func (m *manager) supervise() {
 	defer close(m.done)
 	for {
+		m.mu.Lock()
+		down := m.down
+		m.mu.Unlock()
+		if down {
+			select {
+			case <-m.quit:
+				return
+			case <-m.wake:
+				continue
+			}
+		}
 		p, err := startProc(m.dir, m.id, m.bin, m.env, m.args...)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "chaos: %v\n", err)

@@ -139,16 +139,7 @@ func (r *run) check(outs [][]chaos.Outcome) *result {
 		}
 		vs = append(vs, in(chaos.CheckRestarts(slotObs[i], srs, r.h.restartRule()))...)
 	}
-	for _, o := range ops {
-		switch {
-		case o.Ambiguous:
-			res.ambiguous++
-		case o.Accepted:
-			res.accepted++
-		default:
-			res.rejected++
-		}
-	}
+	res.accepted, res.rejected, res.ambiguous = countOps(ops)
 	if n > 1 {
 		most, hvs := chaos.CheckHolders(ivs, n, 0)
 		res.maxHolders = most
@@ -186,6 +177,21 @@ func (r *run) check(outs [][]chaos.Outcome) *result {
 		res.saved = r.save(hs, ivs, ops, slotObs, outs, res.overlaps, vs, infos, restarts)
 	}
 	return res
+}
+
+// countOps counts the writes as their clients saw them: accepted, refused, without a reply.
+func countOps(ops []chaos.LedgerOp) (accepted, rejected, ambiguous int) {
+	for _, o := range ops {
+		switch {
+		case o.Ambiguous:
+			ambiguous++
+		case o.Accepted:
+			accepted++
+		default:
+			rejected++
+		}
+	}
+	return accepted, rejected, ambiguous
 }
 
 // worseLinear is the worse of two porcupine results: Illegal, then Unknown, then Ok.
@@ -238,30 +244,44 @@ func (r *run) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.L
 		}
 		_ = chaos.Visualize(info, filepath.Join(dir, name))
 	}
+	r.mu.Lock()
+	notes := append([]string(nil), r.notes...)
+	r.mu.Unlock()
+	head := fmt.Sprintf("seed %d run %d schedule %s\n%s\n\nreplay: %s", r.sched.Seed, r.sched.Run, r.sched.Hash(), r.sched, r.h.replay(r.sched))
+	writeReadme(dir, head, vs, notes, r.dir)
+	copyLogs(r.dir, dir, "") // the process logs with the histories
+	return dir
+}
+
+// writeReadme writes a saved run's README.txt: head, the violations, the timeline and where
+// the process logs are.
+func writeReadme(dir, head string, vs []chaos.Violation, notes []string, logs string) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d run %d schedule %s\n%s\n\nreplay: %s\n\n", r.sched.Seed, r.sched.Run, r.sched.Hash(), r.sched, r.h.replay(r.sched))
+	fmt.Fprintf(&b, "%s\n\n", head)
 	for _, v := range vs {
 		fmt.Fprintln(&b, v)
 	}
 	fmt.Fprintln(&b, "\ntimeline:")
-	r.mu.Lock()
-	for _, n := range r.notes {
+	for _, n := range notes {
 		fmt.Fprintln(&b, n)
 	}
-	r.mu.Unlock()
-	fmt.Fprintf(&b, "\nprocess logs: %s\n", r.dir)
+	fmt.Fprintf(&b, "\nprocess logs: %s\n", logs)
 	_ = os.WriteFile(filepath.Join(dir, "README.txt"), []byte(b.String()), 0o644)
-	// Keep the process logs with the histories.
-	if entries, err := os.ReadDir(r.dir); err == nil {
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".log") || strings.HasSuffix(e.Name(), ".jsonl") {
-				if data, err := os.ReadFile(filepath.Join(r.dir, e.Name())); err == nil {
-					_ = os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644)
-				}
+}
+
+// copyLogs copies the process logs and histories in from to to, their names prefixed.
+func copyLogs(from, to, prefix string) {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") || strings.HasSuffix(e.Name(), ".jsonl") {
+			if data, err := os.ReadFile(filepath.Join(from, e.Name())); err == nil {
+				_ = os.WriteFile(filepath.Join(to, prefix+e.Name()), data, 0o644)
 			}
 		}
 	}
-	return dir
 }
 
 // line is the run's one-line report.

@@ -189,44 +189,15 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 	for i := range nManagers {
 		m := &manager{id: fmt.Sprintf("manager-%d", i), dir: r.dir, bin: h.bins.manager}
 		r.managers = append(r.managers, m) // stopped by teardown, proxies and gate included
-		if m.gate, err = startGate(h.cp.Config); err != nil {
+		if err := m.connect(r.h, r.prefix, "LOCKWARDEN_FAILPOINTS="+strings.Join(fps, ",")); err != nil {
 			return err
 		}
-		kcfg := filepath.Join(r.dir, m.id+".kubeconfig")
-		if err := m.gate.writeKubeconfig(kcfg); err != nil {
-			return err
-		}
-		m.env = []string{"KUBECONFIG=" + kcfg, "LOCKWARDEN_FAILPOINTS=" + strings.Join(fps, ",")}
-		var eps []string
-		for _, mem := range h.etcd.members {
-			p, err := newTCPProxy(mem.clientAddr())
-			if err != nil {
-				return err
-			}
-			m.proxies = append(m.proxies, p)
-			eps = append(eps, "http://"+p.addr)
-		}
-		m.args = []string{"--kubeconfig", kcfg, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", r.prefix,
-			"--election-ttl", h.timing.ElectionTTL.String(), "--etcd-lease-ttl", (2 * h.timing.ElectionTTL).String(),
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--identity", m.id}
 		m.start()
 	}
 
 	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}, shape: shapeFor(r.sched), restart: r.startWorker}
 	for i := range r.sched.Pods() {
-		s := &slot{name: fmt.Sprintf("w-%d", i), node: fmt.Sprintf("%s-node-%d", r.ns, i)}
-		if s.api, err = apiproxy.Start(h.cp.Config, apiproxy.Options{}); err != nil {
-			return err
-		}
-		r.slots = append(r.slots, s)
-		s.kcfg = filepath.Join(r.dir, s.name+".kubeconfig")
-		if err := writeKubeconfig(s.kcfg, s.api); err != nil {
-			return err
-		}
-		if err := r.kubelet.createNode(ctx, s); err != nil {
-			return err
-		}
-		if err := r.startPod(ctx, s); err != nil {
+		if err := r.addSlot(ctx, fmt.Sprintf("w-%d", i), fmt.Sprintf("%s-node-%d", r.ns, i)); err != nil {
 			return err
 		}
 	}
@@ -236,6 +207,25 @@ func (r *run) setup(ctx, bg context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("no first write: %w", err)
 	}
 	return nil
+}
+
+// addSlot adds a candidate pod name to the run: its API server proxy, its Node, its pod and
+// the worker that plays it.
+func (r *run) addSlot(ctx context.Context, name, node string) error {
+	s := &slot{name: name, node: node}
+	var err error
+	if s.api, err = apiproxy.Start(r.h.cp.Config, apiproxy.Options{}); err != nil {
+		return err
+	}
+	r.slots = append(r.slots, s) // its proxy closed by teardown
+	s.kcfg = filepath.Join(r.dir, s.name+".kubeconfig")
+	if err := writeKubeconfig(s.kcfg, s.api); err != nil {
+		return err
+	}
+	if err := r.kubelet.createNode(ctx, s); err != nil {
+		return err
+	}
+	return r.startPod(ctx, s)
 }
 
 // shapeFor is how a run's pods are built, from the schedule's explicit shape
@@ -321,11 +311,15 @@ func (r *run) startWorker(_ context.Context, s *slot, pod *corev1.Pod) (*workerP
 }
 
 // watchStatus records every version of the lock's status it sees, in resourceVersion order.
-func (r *run) watchStatus(ctx context.Context) {
+func (r *run) watchStatus(ctx context.Context) { watchLocks(ctx, r.h.k8s, r.ns, r.record) }
+
+// watchLocks calls record with every version of a DistributedLock in ns that it sees, until
+// ctx ends, watching again (from the last version, or anew after 410 Gone) when a watch ends.
+func watchLocks(ctx context.Context, k8s client.WithWatch, ns string, record func(*lockv1.DistributedLock)) {
 	rv := ""
 	for ctx.Err() == nil {
 		var list lockv1.DistributedLockList
-		w, err := r.h.k8s.Watch(ctx, &list, client.InNamespace(r.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: false}})
+		w, err := k8s.Watch(ctx, &list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: false}})
 		if err != nil {
 			rv = ""
 			sleepCtx(ctx, 100*time.Millisecond)
@@ -340,7 +334,7 @@ func (r *run) watchStatus(ctx context.Context) {
 				continue
 			}
 			rv = l.ResourceVersion
-			r.record(l)
+			record(l)
 		}
 		w.Stop()
 	}
