@@ -31,6 +31,8 @@ func TestGlobalRegister(t *testing.T) {
 			want: lease.ErrClusterNameTaken, msgs: []string{`"/lw-a"`, `"east"`, `"uid-a"`, `"west"`}},
 		{name: "same cluster, another engine prefix", id: east, engine: "/lw-other",
 			want: lease.ErrClusterNameTaken, msgs: []string{`"/lw-a"`, `"/lw-other"`}},
+		{name: "UID under another name", id: lease.ClusterID{Name: "east2", UID: "uid-a"}, engine: "/lw-e2",
+			want: lease.ErrClusterNameTaken, msgs: []string{`"uid-a"`, `"east"`, `"east2"`}},
 		{name: "second cluster", id: west, engine: "/lw-c", writes: true},
 		{name: "engine key deleted by hand: put back", before: func(t *testing.T) {
 			resp, err := e.cli.Delete(ctx(t), e.g.Prefix()+"/engines/%2Flw-c")
@@ -75,13 +77,18 @@ func TestGlobalRegister(t *testing.T) {
 		{e.g.ClusterPath("west"), `{"name":"west","uid":"uid-c","enginePrefix":"/lw-c"}`},
 		{e.g.Prefix() + "/engines/%2Flw-a", `{"name":"east","uid":"uid-a","enginePrefix":"/lw-a"}`},
 		{e.g.Prefix() + "/engines/%2Flw-c", `{"name":"west","uid":"uid-c","enginePrefix":"/lw-c"}`},
+		{e.g.Prefix() + "/uids/uid-a", `{"name":"east","uid":"uid-a","enginePrefix":"/lw-a"}`},
+		{e.g.Prefix() + "/uids/uid-c", `{"name":"west","uid":"uid-c","enginePrefix":"/lw-c"}`},
 	} {
 		kv := e.kv(t, c.key)
 		if kv == nil || string(kv.Value) != c.want || kv.Lease != 0 {
 			t.Errorf("%s = %v, want %s without a lease", c.key, kv, c.want)
 		}
 	}
-	for _, absent := range []string{e.g.ClusterPath("north"), e.g.Prefix() + "/engines/%2Flw-b", e.g.Prefix() + "/engines/%2Flw-other"} {
+	for _, absent := range []string{
+		e.g.ClusterPath("north"), e.g.ClusterPath("east2"), e.g.Prefix() + "/uids/uid-b", e.g.Prefix() + "/uids/uid-n",
+		e.g.Prefix() + "/engines/%2Flw-b", e.g.Prefix() + "/engines/%2Flw-other", e.g.Prefix() + "/engines/%2Flw-e2",
+	} {
 		if kv := e.kv(t, absent); kv != nil {
 			t.Errorf("%s = %q, want absent: a refused registration writes nothing", absent, kv.Value)
 		}
