@@ -29,14 +29,7 @@ func sent(gate *etcdtest.Gate) int {
 func TestGlobalBadInput(t *testing.T) {
 	e := newGlobalEnv(t)
 	gate := etcdtest.NewGate()
-	g, err := lease.NewGlobal(e.srv.Client(t, gate.DialOptions()...), "/lw-global")
-	if err != nil {
-		t.Fatalf("NewGlobal = %v", err)
-	}
-	nested, err := lease.NewGlobal(e.srv.Client(t, gate.DialOptions()...), "/shared/global")
-	if err != nil {
-		t.Fatalf("NewGlobal = %v", err)
-	}
+	g, nested := e.gated(t, gate, "/lw-global"), e.gated(t, gate, "/shared/global")
 	ok, no := e.guard, clientv3.Cmp{}
 	basis := lease.GlobalView{Rev: 10}
 	rec := record("east", "p", 30)

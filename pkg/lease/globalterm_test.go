@@ -59,10 +59,7 @@ func TestGlobalConfirm(t *testing.T) {
 func TestGlobalRenew(t *testing.T) {
 	e := newGlobalEnv(t)
 	gate := etcdtest.NewGate()
-	g, err := lease.NewGlobal(e.srv.Client(t, gate.DialOptions()...), e.g.Prefix())
-	if err != nil {
-		t.Fatalf("NewGlobal = %v", err)
-	}
+	g := e.gated(t, gate, e.g.Prefix())
 	_, live := e.first(t, "live", record("east", "p", 30), 4*time.Second)
 	_, gone := e.first(t, "gone", record("east", "p", 30), 4*time.Second)
 	if _, err := e.cli.Revoke(ctx(t), gone); err != nil {
