@@ -37,6 +37,9 @@ type failover struct {
 	Token int64         `json:"token"` // the new holder's token
 	Took  time.Duration `json:"took"`  // 0 with Found false
 	Found bool          `json:"found"` // false: the other cluster wrote nothing after the fault
+	// Granted is when the shared etcd granted the other cluster (the harness's watch
+	// received it), from the fault; 0 when it saw no such grant.
+	Granted time.Duration `json:"granted,omitempty"`
 }
 
 // check runs every checker on the run's histories, across both clusters; a failing run is
@@ -62,6 +65,11 @@ func (r *grun) check(outs []chaos.Outcome) *gresult {
 		}
 	}
 	vs = append(vs, chaos.CheckGlobalClaims(obs...)...)
+	r.mu.Lock()
+	shared := append([]chaos.GlobalEvent(nil), r.shared...)
+	r.mu.Unlock()
+	vs = append(vs, chaos.CheckGrantsTombstoned(shared)...)
+	vs = append(vs, chaos.CheckClaimsGranted(shared, obs...)...)
 	vs = append(vs, chaos.CheckLedger(outs)...)
 	vs = append(vs, chaos.CheckIncarnations(hs)...)
 	ops := chaos.LedgerOps(hs)
@@ -87,17 +95,17 @@ func (r *grun) check(outs []chaos.Outcome) *gresult {
 	marks := append([]faultMark(nil), r.marks...)
 	res.liveness = append(res.liveness, r.liveness...)
 	r.mu.Unlock()
-	res.failovers = r.failovers(hs, marks)
+	res.failovers = r.failovers(hs, marks, shared)
 	res.violations = vs
 	if len(vs) > 0 || res.linear == string(porcupine.Unknown) {
-		res.saved = r.save(hs, ivs, ops, obs, outs, overlaps, vs, info, marks, res.failovers)
+		res.saved = r.save(hs, ivs, ops, obs, outs, overlaps, vs, info, marks, res.failovers, shared)
 	}
 	return res
 }
 
 // failovers measures, for every fault that took the holder cluster's manager out, the time
 // to the other cluster's first accepted write after it.
-func (r *grun) failovers(hs []chaos.WorkerHistory, marks []faultMark) []failover {
+func (r *grun) failovers(hs []chaos.WorkerHistory, marks []faultMark, shared []chaos.GlobalEvent) []failover {
 	var out []failover
 	for _, m := range marks {
 		if !chaos.Failover(m.Kind) || m.Holder == "" || m.Skipped {
@@ -113,6 +121,12 @@ func (r *grun) failovers(hs []chaos.WorkerHistory, marks []faultMark) []failover
 		fo := failover{Kind: m.Kind, From: from.name, To: to.name}
 		if w, ok := chaos.FirstWrite(hs, m.At, to.owns); ok {
 			fo.Took, fo.Token, fo.Found = time.Duration(w.Mono-m.At), w.Token, true
+		}
+		for _, e := range shared {
+			if _, ok := e.Grant(); ok && e.Cluster == to.name && e.Mono > m.At {
+				fo.Granted = time.Duration(e.Mono - m.At)
+				break
+			}
 		}
 		out = append(out, fo)
 	}
@@ -136,7 +150,7 @@ func (res *gresult) line() string {
 				fos += ", "
 			}
 			if f.Found {
-				fos += fmt.Sprintf("%.1fs after %s of %s (%s wrote with token %d)", f.Took.Seconds(), f.Kind, f.From, f.To, f.Token)
+				fos += fmt.Sprintf("%.1fs after %s of %s (%s granted at %.1fs, wrote with token %d)", f.Took.Seconds(), f.Kind, f.From, f.To, f.Granted.Seconds(), f.Token)
 			} else {
 				fos += fmt.Sprintf("none after %s of %s (no write by %s after it)", f.Kind, f.From, f.To)
 			}

@@ -30,7 +30,11 @@ type grun struct {
 	ledgerURL string
 	clusters  []*gcluster // east, west
 
+	stopWatch context.CancelFunc // the shared etcd's watch
+	watchWG   sync.WaitGroup
+
 	mu         sync.Mutex
+	shared     []chaos.GlobalEvent // the shared etcd's changes of the run's global name
 	notes      []string
 	faults     map[string]int
 	marks      []faultMark
@@ -127,6 +131,13 @@ func (r *grun) setup(ctx context.Context) error {
 	if err := waitHTTP(ctx, r.ledgerURL+"/outcomes", 10*time.Second); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
+	from, err := r.sharedRev(ctx)
+	if err != nil {
+		return fmt.Errorf("shared etcd: %w", err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	r.stopWatch = stop
+	r.watchWG.Go(func() { r.watchShared(wctx, from+1) })
 	for _, c := range r.clusters {
 		c.r.ledgerURL, c.r.ledgerURLs = r.ledgerURL, []string{r.ledgerURL}
 		bg, stop := context.WithCancel(ctx)
@@ -168,6 +179,10 @@ func (r *grun) teardown(ctx context.Context) ([]chaos.Outcome, error) {
 	}
 	if r.ledger != nil {
 		r.ledger.stop(5 * time.Second)
+	}
+	if r.stopWatch != nil {
+		r.stopWatch()
+		r.watchWG.Wait()
 	}
 	return outs, errors.Join(errs...)
 }

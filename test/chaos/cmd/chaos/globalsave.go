@@ -14,7 +14,7 @@ import (
 // save writes a failing global run's schedule, histories, both clusters' statuses, the
 // ledger's decisions, the timeline and the process logs of both clusters under the out dir.
 func (r *grun) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.LedgerOp, obs [][]chaos.GlobalObs, outs []chaos.Outcome,
-	overlaps []chaos.Overlap, vs []chaos.Violation, info porcupine.LinearizationInfo, marks []faultMark, fos []failover) string {
+	overlaps []chaos.Overlap, vs []chaos.Violation, info porcupine.LinearizationInfo, marks []faultMark, fos []failover, shared []chaos.GlobalEvent) string {
 	dir := filepath.Join(r.g.h.outDir, fmt.Sprintf("global-seed-%d-run-%d", r.sched.Seed, r.sched.Run))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ""
@@ -37,6 +37,7 @@ func (r *grun) save(hs []chaos.WorkerHistory, ivs []chaos.Interval, ops []chaos.
 	write("violations.json", vs)
 	write("faults.json", marks)
 	write("failovers.json", fos)
+	write("shared-etcd.json", shared)
 	_ = chaos.Visualize(info, filepath.Join(dir, "porcupine.html"))
 	r.mu.Lock()
 	notes := append([]string(nil), r.notes...)
