@@ -139,7 +139,7 @@ func TestGlobalReadsRoundAhead(t *testing.T) {
 	}
 }
 
-func TestInClusterView(t *testing.T) {
+func TestGlobalInClusterView(t *testing.T) {
 	const me = types.UID("pod-me")
 	lock := func(scope lockv1.Scope, holderUID, globalHolderUID types.UID) *lockv1.DistributedLock {
 		return &lockv1.DistributedLock{
@@ -192,7 +192,7 @@ func TestInClusterView(t *testing.T) {
 	}
 }
 
-func TestCapRenewal(t *testing.T) {
+func TestGlobalCapRenewal(t *testing.T) {
 	tm := timings{renewDeadline: 3 * time.Second, retryPeriod: time.Second} // belief 4 s
 	ok := renewal{token: gToken, deadline: at(20)}
 	tests := []struct {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
 )
 
@@ -49,19 +48,20 @@ type roundReads struct {
 	all   []roundRead
 }
 
+// roundTransport is the client transport that records into r (and rewrites for it).
 type roundTransport struct {
-	next http.RoundTripper
 	r    *roundReads
+	next http.RoundTripper
 }
 
 func (rt roundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || req.URL.Path != rt.r.path || req.URL.Query().Has("watch") {
+	if !lockGet(req, rt.r.path) {
 		return rt.next.RoundTrip(req)
 	}
 	sent := time.Now()
 	resp, err := rt.next.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return resp, err
+		return resp, err // a failed read shows no round
 	}
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
@@ -89,7 +89,7 @@ func (rt roundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // wrap makes c's client record its reads into r.
 func (r *roundReads) wrap(c *rest.Config) *rest.Config {
-	c.Wrap(func(next http.RoundTripper) http.RoundTripper { return roundTransport{next: next, r: r} })
+	c.Wrap(func(next http.RoundTripper) http.RoundTripper { return roundTransport{r: r, next: next} })
 	return c
 }
 
@@ -149,18 +149,8 @@ func newGlobalHarness(t *testing.T, leaseSeconds int32) (*harness, *roundReads) 
 	if err := k8s.Create(t.Context(), lock); err != nil {
 		t.Fatalf("create lock: %v", err)
 	}
-	p, err := apiproxy.Start(env.Config, apiproxy.Options{})
-	if err != nil {
-		t.Fatalf("start proxy: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("close proxy: %v", err)
-		}
-	})
-	path := "/apis/lockwarden.io/v1alpha1/namespaces/" + ns + "/distributedlocks/leader"
-	h := &harness{key: client.ObjectKeyFromObject(lock), proxy: p, reads: &reads{path: path}, rec: &recorder{}}
-	return h, &roundReads{path: path}
+	h := harnessFor(t, client.ObjectKeyFromObject(lock))
+	return h, &roundReads{path: h.reads.path}
 }
 
 // globalConfig is an elector configuration for pod-a whose reads rounds records.
