@@ -357,3 +357,68 @@ func TestReviewGlobalRegisterRace(t *testing.T) {
 		})
 	}
 }
+
+// Suspicion: Watch misses changes without a resync when etcd compacts the history its watch
+// still had to send. The client's answers are held (the proxy pauses them) while many changes
+// land, so that etcd stops sending to this watcher (gRPC flow control, then its send buffer)
+// and holds it back as a slow watcher; the history is then compacted. When the answers flow
+// again, either every change is reported or a resync follows: never a silent gap.
+func TestReviewGlobalWatchCompacted(t *testing.T) {
+	e := newGlobalEnv(t)
+	g, p, _ := e.proxied(t)
+	var mu sync.Mutex
+	floods, resyncs := 0, 0
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- g.Watch(c, func(name string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if name == "flood" {
+				floods++
+			}
+		}, func() { mu.Lock(); resyncs++; mu.Unlock() })
+	}()
+	eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if resyncs == 0 {
+			return errors.New("watch not created")
+		}
+		return nil
+	})
+	p.PauseRx()
+	const n = 600
+	value := strings.Repeat("x", 1024)
+	for range n {
+		if _, err := e.cli.Put(ctx(t), e.g.GrantPath("flood"), value); err != nil {
+			p.UnpauseRx()
+			t.Fatalf("Put = %v", err)
+		}
+	}
+	rev := e.rev(t)
+	if _, err := e.cli.Compact(ctx(t), rev); err != nil {
+		p.UnpauseRx()
+		t.Fatalf("Compact(%d) = %v", rev, err)
+	}
+	mu.Lock()
+	resyncsBefore := resyncs
+	mu.Unlock()
+	p.UnpauseRx()
+	eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if floods == n || resyncs > resyncsBefore {
+			return nil
+		}
+		return fmt.Errorf("%d of %d changes reported and no resync since the compaction at %d", floods, n, rev)
+	})
+	mu.Lock()
+	t.Logf("after the compaction: %d of %d changes reported, %d resyncs (%d before)", floods, n, resyncs, resyncsBefore)
+	mu.Unlock()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch = %v, want context.Canceled", err)
+	}
+}
