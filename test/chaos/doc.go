@@ -39,7 +39,8 @@
 // clusters), and against the harness's watch of the shared etcd's keys of the run's global
 // name (globaletcd.go) CheckClaimsGranted (every claim is a grant etcd made to that cluster
 // and pod) and CheckGrantsTombstoned (R6: every grant put the tombstone, which is never
-// deleted), CheckLiveness after each heal (G + D + 4 s). Measured: the failover after a
+// deleted), CheckLiveness after each heal (G + D + 4 s; after a fault that ends the term, a
+// write under a newer token, or after a short manager kill the same term's rounds going on). Measured: the failover after a
 // manager kill or cut, from the fault to the other cluster's first accepted write
 // (FirstWrite), against docs/global.md's bound G + D + 1 s; the run ends with a "summary:"
 // line (runs, violations, failover p50 and max, bound).

@@ -32,6 +32,21 @@ var GlobalKinds = []string{GlobalManagerKill, GlobalManagerCut, GlobalPodDelete,
 // to move to the other cluster, whose first write after the fault measures the failover.
 func Failover(kind string) bool { return kind == GlobalManagerKill || kind == GlobalManagerCut }
 
+// EndsTerm reports whether kind ends the holder's term (its manager gone or cut off, its pod
+// deleted or paused), so that recovery means a write under a newer token; the etcd member
+// kill may leave the term as it is.
+func EndsTerm(kind string) bool { return kind != GlobalEtcdMemberKill }
+
+// AcceptedAbove reports whether the ledger accepted an append under a token above token.
+func AcceptedAbove(outs []Outcome, token int64) bool {
+	for _, o := range outs {
+		if o.Accepted && o.Op == "append" && o.Token > token {
+			return true
+		}
+	}
+	return false
+}
+
 // GlobalTiming is what a global schedule's durations derive from: the lock's L and D and the
 // grant lease's TTL G (G = L in this slice, docs/global.md "Defaults").
 type GlobalTiming struct {

@@ -55,6 +55,21 @@ func TestFailoverBound(t *testing.T) {
 	}
 }
 
+func TestEndsTermAndAcceptedAbove(t *testing.T) {
+	for _, k := range GlobalKinds {
+		if got, want := EndsTerm(k), k != GlobalEtcdMemberKill; got != want {
+			t.Errorf("EndsTerm(%s) = %v, want %v", k, got, want)
+		}
+	}
+	outs := []Outcome{{Op: "fence", Token: 9, Accepted: true}, {Op: "append", Token: 7, Accepted: true}, {Op: "append", Token: 11, Accepted: false}}
+	if AcceptedAbove(outs, 7) {
+		t.Error("AcceptedAbove(7) = true; a fence and a refused append are no write above 7")
+	}
+	if !AcceptedAbove(append(outs, Outcome{Op: "append", Token: 9, Accepted: true}), 7) {
+		t.Error("AcceptedAbove(7) = false with an accepted append under token 9")
+	}
+}
+
 func TestFirstWrite(t *testing.T) {
 	ok := func(tok, m int64) Event { return Event{Kind: EvReturn, Token: tok, Mono: m, Result: ResultOK} }
 	hs := []WorkerHistory{

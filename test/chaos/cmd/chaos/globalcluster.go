@@ -61,10 +61,14 @@ func (c *gcluster) setup(ctx, bg context.Context, g *grun) error {
 	if err := m.connect(h, r.prefix); err != nil {
 		return err
 	}
-	m.args = append(m.args, "--cluster-name", c.name, "--global-etcd-prefix", g.globalPrefix)
+	// debug: the global reconciler logs every step it decides, and why (the run's record)
+	m.args = append(m.args, "--cluster-name", c.name, "--global-etcd-prefix", g.globalPrefix, "--zap-log-level=debug")
 	m.start()
 
-	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}, shape: podShape{policy: corev1.RestartPolicyNever}, restart: r.startWorker}
+	r.kubelet = &kubelet{cs: h.cs, ns: r.ns, http: &http.Client{}, shape: podShape{policy: corev1.RestartPolicyNever}, restart: r.startWorker,
+		reported: func(s *slot, pod *corev1.Pod, want string) {
+			g.note("%s pod %s (%s) reported %s", c.name, s.name, pod.UID, want)
+		}}
 	for i := range globalPods {
 		if err := r.addSlot(ctx, fmt.Sprintf("w-%d", i), fmt.Sprintf("%s-%s-node-%d", r.ns, c.name, i)); err != nil {
 			return err
@@ -102,6 +106,20 @@ func (c *gcluster) observations() []chaos.GlobalObs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]chaos.GlobalObs(nil), c.obs...)
+}
+
+// lastRound is the highest round the cluster's status published for token, Held by its own
+// pod, as seen before the instant before (CLOCK_MONOTONIC ns); 0 for none.
+func (c *gcluster) lastRound(token, before int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var round int64
+	for _, o := range c.obs {
+		if o.Mono < before && o.Phase == "Held" && o.GlobalCluster == c.name && o.GlobalHolderUID != "" && o.GlobalToken == token {
+			round = max(round, o.Round)
+		}
+	}
+	return round
 }
 
 // status reads the cluster's lock now.

@@ -39,16 +39,59 @@ func (r *grun) inject(ctx context.Context) error {
 		r.marks = append(r.marks, mark)
 		r.mu.Unlock()
 		r.note("healed %s", f.Kind)
-		if err := r.checkLiveness(ctx, f.Kind); err != nil {
+		if err := r.checkLiveness(ctx, mark); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkLiveness waits for a write after a heal and records a violation past the bound.
-func (r *grun) checkLiveness(ctx context.Context, kind string) error {
-	took, vs, err := r.clusters[0].r.recovery(ctx, r.g.livenessBound()) // the shared ledger
+// checkLiveness waits, after a heal, for a write on the shared ledger: for a fault that
+// ended the holder's term one under a token above the term's (a new term, in either
+// cluster, perhaps made before the heal), else any new one; past the bound it is a violation.
+// A manager killed for less than the grant's lease may come back and go on with the same
+// term: after a kill, a round published after the heal for the term's token, Held, followed
+// by a write, is recovery too.
+func (r *grun) checkLiveness(ctx context.Context, m faultMark) error {
+	bound := r.g.livenessBound()
+	if !chaos.EndsTerm(m.Kind) || m.Skipped {
+		took, vs, err := r.clusters[0].r.recovery(ctx, bound)
+		return r.recovered(m.Kind, took, vs, err)
+	}
+	healed := chaos.Mono()
+	holder := r.cluster(m.Holder)
+	var heldRound int64
+	if holder != nil {
+		heldRound = holder.lastRound(m.Token, healed)
+	}
+	var progressed int64
+	deadline := time.Now().Add(bound + 5*time.Second)
+	for ; time.Now().Before(deadline) && ctx.Err() == nil; sleepCtx(ctx, 50*time.Millisecond) {
+		var outs []chaos.Outcome
+		if err := getJSON(ctx, r.ledgerURL+"/outcomes", 5*time.Second, &outs); err == nil && chaos.AcceptedAbove(outs, m.Token) {
+			progressed = chaos.Mono()
+			break
+		}
+		if m.Kind == chaos.GlobalManagerKill && holder != nil && holder.lastRound(m.Token, chaos.Mono()) > heldRound {
+			r.note("%s's term %d goes on: a round after the heal", holder.name, m.Token)
+			if at, err := holder.r.waitProgress(ctx, time.Until(deadline)); err == nil {
+				progressed = at
+			}
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	vs := chaos.CheckLiveness(healed, progressed, bound)
+	if len(vs) > 0 {
+		vs[0].Detail = fmt.Sprintf("no write under a token above %d: %s", m.Token, vs[0].Detail)
+	}
+	return r.recovered(m.Kind, time.Duration(progressed-healed), vs, nil)
+}
+
+// recovered records a liveness check's outcome.
+func (r *grun) recovered(kind string, took time.Duration, vs []chaos.Violation, err error) error {
 	if err != nil {
 		return err
 	}

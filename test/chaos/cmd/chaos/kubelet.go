@@ -108,6 +108,9 @@ type kubelet struct {
 	// restart starts a new worker process for the slot's pod (same UID), as the kubelet
 	// restarts a container.
 	restart func(ctx context.Context, s *slot, pod *corev1.Pod) (*workerProc, error)
+	// reported, if set, is told each state the probe loop wrote to a pod's status ("ready",
+	// "notready", "terminated"): the global mode's timeline.
+	reported func(s *slot, pod *corev1.Pod, want string)
 }
 
 // run probes every slot until ctx ends.
@@ -153,6 +156,9 @@ func (k *kubelet) loop(ctx context.Context, s *slot) {
 			s.mu.Unlock()
 			if want == "ready" && w != nil {
 				w.reportedReady(chaos.Mono())
+			}
+			if k.reported != nil {
+				k.reported(s, pod, want)
 			}
 		}
 	}
