@@ -42,6 +42,9 @@ type grun struct {
 	violations []chaos.Violation
 }
 
+// globalSettle is how long a run goes on after its last liveness check.
+const globalSettle = 3 * time.Second
+
 // faultMark is one injected fault: which cluster held the term when it started, with which
 // token, and when (CLOCK_MONOTONIC ns).
 type faultMark struct {
@@ -95,6 +98,11 @@ func (r *grun) execute(ctx context.Context) (*gresult, error) {
 	err := r.setup(ctx)
 	if err == nil {
 		err = r.inject(ctx)
+	}
+	if err == nil {
+		// A paused worker resumed at the last heal gets to send what it would: the fence
+		// must refuse it, and the histories must hold it.
+		sleepCtx(ctx, globalSettle)
 	}
 	outs, terr := r.teardown(ctx)
 	r.mu.Lock()
