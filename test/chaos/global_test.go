@@ -127,3 +127,21 @@ func TestQuantile(t *testing.T) {
 		}
 	}
 }
+
+func TestHandoverGaps(t *testing.T) {
+	s := int64(time.Second)
+	ivs := []Interval{
+		{UID: "e0", Token: 5, Start: 0, End: 10 * s},
+		{UID: "w0", Token: 11, Start: 20 * s, End: 30 * s}, // east to west: 10 s
+		{UID: "w1", Token: 13, Start: 31 * s, End: 40 * s}, // west to west: no handover
+		{UID: "e1", Token: 20, Start: 43 * s, End: 50 * s}, // west to east: 3 s
+		{UID: "e0", Token: 22, Start: 51 * s, End: 55 * s}, // east to east again
+		{UID: "w0", Token: 30, Start: 54 * s, End: 60 * s}, // overlaps e0: no gap
+	}
+	cluster := func(uid string) string { return uid[:1] }
+	got := HandoverGaps(ivs, cluster)
+	want := []time.Duration{3 * time.Second, 10 * time.Second}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("HandoverGaps = %v, want %v", got, want)
+	}
+}

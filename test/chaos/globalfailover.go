@@ -48,3 +48,42 @@ func Quantile(ds []time.Duration, q float64) time.Duration {
 	rank := int(q*float64(len(s)) + 0.999999999) // ceil, without float noise at exact ranks
 	return s[min(max(rank, 1), len(s))-1]
 }
+
+// HandoverGaps measures, for every interval that starts after an interval of another cluster
+// ended (clusterOf maps a pod UID to its cluster), the gap between the end of the latest such
+// interval and its start: how far apart in time the pods of two clusters led. An overlap is
+// not a gap (Overlaps reports it).
+func HandoverGaps(ivs []Interval, clusterOf func(uid string) string) []time.Duration {
+	var out []time.Duration
+	for _, b := range ivs {
+		var latest int64
+		found, overlapped := false, false
+		for _, a := range ivs {
+			if clusterOf(a.UID) == clusterOf(b.UID) {
+				continue
+			}
+			if a.End > b.Start {
+				overlapped = overlapped || a.Start <= b.Start
+				continue
+			}
+			if !found || a.End > latest {
+				latest, found = a.End, true
+			}
+		}
+		if found && !overlapped {
+			// only the first interval of b's cluster after that end is a handover
+			first := true
+			for _, c := range ivs {
+				if clusterOf(c.UID) == clusterOf(b.UID) && c.Start >= latest && c.Start < b.Start {
+					first = false
+					break
+				}
+			}
+			if first {
+				out = append(out, time.Duration(b.Start-latest))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

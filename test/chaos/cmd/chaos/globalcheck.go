@@ -22,6 +22,7 @@ type gresult struct {
 	overlaps                      []chaos.Overlap
 	linear                        string
 	failovers                     []failover
+	gaps                          []time.Duration // between two clusters' pods leading (HandoverGaps), shortest first
 	liveness                      []time.Duration
 	violations                    []chaos.Violation
 	saved                         string
@@ -86,6 +87,7 @@ func (r *grun) check(outs []chaos.Outcome) *gresult {
 	for _, h := range hs {
 		ivs = append(ivs, h.Intervals()...)
 	}
+	res.gaps = chaos.HandoverGaps(ivs, r.clusterOf)
 	overlaps, ovs := chaos.Overlaps(ivs)
 	res.overlaps = overlaps
 	vs = append(vs, ovs...)
@@ -101,6 +103,16 @@ func (r *grun) check(outs []chaos.Outcome) *gresult {
 		res.saved = r.save(hs, ivs, ops, obs, outs, overlaps, vs, info, marks, res.failovers, shared)
 	}
 	return res
+}
+
+// clusterOf names the cluster whose pod uid is, "" for none.
+func (r *grun) clusterOf(uid string) string {
+	for _, c := range r.clusters {
+		if c.owns(uid) {
+			return c.name
+		}
+	}
+	return ""
 }
 
 // failovers measures, for every fault that took the holder cluster's manager out, the time
@@ -156,11 +168,15 @@ func (res *gresult) line() string {
 			}
 		}
 	}
+	gap := "none"
+	if len(res.gaps) > 0 {
+		gap = fmt.Sprintf("%d, shortest %.1fs", len(res.gaps), res.gaps[0].Seconds())
+	}
 	t := globalTiming
-	return fmt.Sprintf("global run %d seed %d schedule %s faults %s L %v D %v G %v writes accepted %d (east %d, west %d) rejected %d ambiguous %d ledger refused %d terms east %v west %v overlaps %d (max %v) linearizable %s failover %s bound %v recovery max %v violations %d (%v)",
+	return fmt.Sprintf("global run %d seed %d schedule %s faults %s L %v D %v G %v writes accepted %d (east %d, west %d) rejected %d ambiguous %d ledger refused %d terms east %v west %v overlaps %d (max %v) handovers between clusters %s linearizable %s failover %s bound %v recovery max %v violations %d (%v)",
 		res.sched.Run, res.sched.Seed, res.sched.Hash(), kindList(res.faults), t.Lease, t.LockDelay, t.Grant,
 		res.accepted, res.byCluster["east"], res.byCluster["west"], res.rejected, res.ambiguous, res.refused,
-		res.terms["east"], res.terms["west"], len(res.overlaps), maxOverlap.Round(time.Millisecond), res.linear,
+		res.terms["east"], res.terms["west"], len(res.overlaps), maxOverlap.Round(time.Millisecond), gap, res.linear,
 		fos, t.FailoverBound(), live.Round(time.Millisecond), len(res.violations), res.elapsed.Round(time.Second))
 }
 
