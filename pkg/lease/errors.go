@@ -37,6 +37,14 @@ var (
 	ErrBusy = errors.New("lease: key busy in this session")
 	// ErrInvalid means bad input: the message says which argument and why.
 	ErrInvalid = errors.New("lease: invalid argument")
+	// ErrGlobalChanged means a compare of a global lock's transaction (Global.Wait,
+	// Global.Grant) failed: someone granted, waited or deleted since the caller's basis, or
+	// the caller's guard did not hold (then the error wraps ErrGuardFailed too). Nothing was
+	// written; the caller observes again.
+	ErrGlobalChanged = errors.New("lease: global lock changed")
+	// ErrClusterNameTaken means Global.Register found the cluster name registered under
+	// another cluster UID, or the engine prefix registered by another cluster.
+	ErrClusterNameTaken = errors.New("lease: cluster name taken")
 )
 
 // HeldError reports that a lock is held by someone. It unwraps to ErrLocked.

@@ -43,11 +43,17 @@ func (e *Engine) watchLockEvents(ctx context.Context, changed func(dir string, e
 	if e.err != nil {
 		return fmt.Errorf("watch locks: %w", e.err)
 	}
-	dir := e.Path("")
+	return watchLoop(ctx, e.cli, e.Path(""), changed, resync)
+}
+
+// watchLoop watches every key under dir (WatchLocks' loop, shared with Global.Watch): one
+// watch at a time, resync on every confirmed watch and after every failed one, a short pause
+// before watching again, until ctx ends; then it returns ctx's error.
+func watchLoop(ctx context.Context, cli *clientv3.Client, dir string, changed func(dir string, ev *clientv3.Event), resync func()) error {
 	for {
 		// The watch's own error says why it ended; the caller's remedy is the
 		// same for every reason (re-read, watch again), so it is not returned.
-		_ = e.watchOnce(ctx, dir, changed, resync)
+		_ = watchOnce(ctx, cli, dir, changed, resync)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -62,12 +68,12 @@ func (e *Engine) watchLockEvents(ctx context.Context, changed func(dir string, e
 	}
 }
 
-// watchOnce runs one watch of the lock keys under dir until it fails or ctx
+// watchOnce runs one watch of the keys under dir until it fails or ctx
 // ends, and returns why it ended.
-func (e *Engine) watchOnce(ctx context.Context, dir string, changed func(string, *clientv3.Event), resync func()) error {
+func watchOnce(ctx context.Context, cli *clientv3.Client, dir string, changed func(string, *clientv3.Event), resync func()) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	ch := e.cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	ch := cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	for wr := range ch {
 		if wr.Created {
 			resync()
