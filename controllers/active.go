@@ -39,6 +39,9 @@ type ActiveConfig struct {
 	Metrics *Metrics
 	// Retry is the pause between attempts to reach etcd while not elected. Default 1 s.
 	Retry time.Duration
+	// ClusterName is this manager's --cluster-name: its name among the clusters that share
+	// Global locks. Empty: every Global lock gets Held=False ClusterNameUnset and nothing else.
+	ClusterName string
 }
 
 // Validate reports the first invalid field.
@@ -190,20 +193,35 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 	if err != nil {
 		return fmt.Errorf("epoch %d: build controller: %w", epoch, err)
 	}
+	gr := &GlobalReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("lockwarden"),
+		Election:    election,
+		ClusterName: a.cfg.ClusterName,
+	}
+	gc, err := gr.NewController(mgr, a.cfg.MaxConcurrentReconciles)
+	if err != nil {
+		return fmt.Errorf("epoch %d: build the Global lock controller: %w", epoch, err)
+	}
 	a.mu.Lock()
 	a.rec = r
 	a.mu.Unlock()
 	a.cfg.Metrics.setActive(true, epoch)
 	defer a.cfg.Metrics.setActive(false, epoch)
 
+	drained := 0 // controllers already stopped when drain runs
 	runCtx, stop := context.WithCancel(election.Context())
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- c.Start(runCtx) }()
-	drain := func() { // stop the controller and wait for it
+	go func() { errc <- gc.Start(runCtx) }()
+	drain := func() { // stop the controllers and wait for them
 		stop()
-		if err := <-errc; err != nil {
-			logger.Error(err, "controller stopped", "epoch", epoch)
+		for range 2 - drained {
+			if err := <-errc; err != nil {
+				logger.Error(err, "controller stopped", "epoch", epoch)
+			}
 		}
 	}
 	var helpers sync.WaitGroup
@@ -227,6 +245,8 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		drain()
 		return fmt.Errorf("%w: epoch %d: %w", ErrElectionLost, epoch, election.Err())
 	case err := <-errc:
+		drained = 1
+		drain()
 		if election.Context().Err() != nil {
 			return fmt.Errorf("%w: epoch %d: %w", ErrElectionLost, epoch, election.Err())
 		}

@@ -98,6 +98,7 @@ func run(ctx context.Context, o *options) error {
 		GrantTTL:                o.grantTTL,
 		MaxConcurrentReconciles: o.maxConcurrent,
 		Metrics:                 controllers.NewMetrics(metrics.Registry),
+		ClusterName:             o.clusterName,
 	})
 	if err != nil {
 		return err
@@ -127,7 +128,8 @@ func run(ctx context.Context, o *options) error {
 	if err := mgr.AddReadyzCheck("tokens", func(*http.Request) error { return active.Healthy() }); err != nil {
 		return err
 	}
-	logger.Info("starting", "identity", o.identity, "etcdPrefix", o.etcdPrefix, "electionTTL", o.electionTTL, "grantLeaseTTL", o.grantTTL)
+	logger.Info("starting", "identity", o.identity, "etcdPrefix", o.etcdPrefix, "electionTTL", o.electionTTL, "grantLeaseTTL", o.grantTTL,
+		"clusterName", o.clusterName, "globalEtcdPrefix", o.globalEtcdPrefix)
 	if err := mgr.Start(ctx); err != nil {
 		return err
 	}

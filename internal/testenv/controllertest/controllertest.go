@@ -94,6 +94,8 @@ type Config struct {
 	// ElectionTTL is the replica's election session TTL; its grant lease's TTL is 10 s more.
 	// Default 3 s.
 	ElectionTTL time.Duration
+	// ClusterName is the manager's --cluster-name (Global locks); empty: unset.
+	ClusterName string
 }
 
 // Start runs a manager with the lockwarden controller (its own election session, two
@@ -126,6 +128,7 @@ func Start(t testing.TB, cfg *rest.Config, c Config) (stop func()) {
 		Engine: c.Engine, Manager: mgr, Identity: c.Identity,
 		ElectionTTL: c.ElectionTTL, GrantTTL: c.ElectionTTL + 10*time.Second, MaxConcurrentReconciles: 2,
 		Metrics: controllers.NewMetrics(prometheus.NewRegistry()), Retry: 100 * time.Millisecond,
+		ClusterName: c.ClusterName,
 	})
 	if err != nil {
 		t.Fatalf("controller config: %v", err)
