@@ -39,9 +39,13 @@ type ActiveConfig struct {
 	Metrics *Metrics
 	// Retry is the pause between attempts to reach etcd while not elected. Default 1 s.
 	Retry time.Duration
-	// ClusterName is this manager's --cluster-name: its name among the clusters that share
-	// Global locks. Empty: every Global lock gets Held=False ClusterNameUnset and nothing else.
-	ClusterName string
+	// Cluster is this manager's identity among the clusters that share Global locks
+	// (--cluster-name, registered by RegisterCluster). Zero: every Global lock gets Held=False
+	// ClusterNameUnset and nothing else.
+	Cluster lease.ClusterID
+	// Global is the shared etcd's side of Global locks; required with Cluster. Its keys live
+	// in the etcd of Engine, whose election's IsOwner guards every global transaction.
+	Global *lease.Global
 }
 
 // Validate reports the first invalid field.
@@ -57,6 +61,8 @@ func (c *ActiveConfig) Validate() error {
 		return fmt.Errorf("active: ElectionTTL %v must be whole seconds and at least %v", c.ElectionTTL, lease.MinTTL)
 	case c.GrantTTL <= c.ElectionTTL || c.GrantTTL%time.Second != 0:
 		return fmt.Errorf("active: GrantTTL %v must be whole seconds and above ElectionTTL %v", c.GrantTTL, c.ElectionTTL)
+	case c.Cluster.Name != "" && (c.Global == nil || c.Cluster.UID == ""):
+		return errors.New("active: a Cluster needs Global and a registered UID (RegisterCluster)")
 	case c.MaxConcurrentReconciles < 0 || c.Retry < 0:
 		return errors.New("active: MaxConcurrentReconciles and Retry must not be negative")
 	}
@@ -194,11 +200,14 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		return fmt.Errorf("epoch %d: build controller: %w", epoch, err)
 	}
 	gr := &GlobalReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("lockwarden"),
-		Election:    election,
-		ClusterName: a.cfg.ClusterName,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("lockwarden"),
+		Election:  election,
+		Cluster:   a.cfg.Cluster,
+	}
+	if a.cfg.Global != nil {
+		gr.Global = a.cfg.Global
 	}
 	gc, err := gr.NewController(mgr, a.cfg.MaxConcurrentReconciles)
 	if err != nil {
@@ -232,6 +241,13 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		// operator's delete); after a failed watch every lock is read again.
 		_ = a.cfg.Engine.WatchLockChanges(runCtx, r.wakeChange, func() { r.wakeAll(runCtx) })
 	})
+	if a.cfg.Global != nil && a.cfg.Cluster.Name != "" {
+		// One watch of the global keys wakes the Global locks of the name whose K or T
+		// changed; after a failed watch every Global lock is read again.
+		helpers.Go(func() {
+			_ = a.cfg.Global.Watch(runCtx, func(name string) { gr.wakeName(runCtx, name) }, func() { gr.wakeAll(runCtx) })
+		})
+	}
 
 	select {
 	case <-ctx.Done():

@@ -3,16 +3,20 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
 // GlobalReconciler reconciles the scope Global locks (docs/global.md) while this replica holds
@@ -27,15 +31,29 @@ type GlobalReconciler struct {
 	Recorder events.EventRecorder
 	// Election is this replica's election lock: its IsOwner guards every global transaction.
 	Election Fence
-	// ClusterName is this manager's --cluster-name; "" grants no Global lock.
-	ClusterName string
+	// Cluster is this manager's registered identity (RegisterCluster); a zero Cluster (no
+	// --cluster-name) grants no Global lock.
+	Cluster lease.ClusterID
+	// Global reaches the shared etcd; required with a Cluster.
+	Global GlobalEngine
+
+	once  sync.Once
+	mem   *globalMemory
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request] // under mu
+}
+
+func (r *GlobalReconciler) init() {
+	r.once.Do(func() { r.mem = newGlobalMemory() })
 }
 
 // Reconcile runs one turn of a Global lock.
 func (r *GlobalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.init()
 	var lock lockv1.DistributedLock
 	if err := r.Client.Get(ctx, req.NamespacedName, &lock); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.mem.forget(lockKey(req.Namespace, req.Name))
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock: %w", err)
@@ -50,8 +68,10 @@ func (r *GlobalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		res ctrl.Result
 		err error
 	)
-	if r.ClusterName == "" {
+	if r.Cluster.Name == "" || r.Global == nil {
 		res, err = r.unnamed(ctx, &lock)
+	} else {
+		res, err = r.reconcileNamed(ctx, req.NamespacedName)
 	}
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: globalRetry}, nil // new evidence: the next turn reads again

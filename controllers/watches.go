@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,15 +48,21 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 		return nil, err
 	}
 	// The queue, for the lock keys that change in etcd (see Active.lead, Engine.WatchLocks).
-	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.queue = q
-		return nil
-	})); err != nil {
+	if err := c.Watch(queueSource(&r.mu, &r.queue)); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// queueSource is a source that hands the controller's queue to *queue (under mu), for the
+// wakes that come from etcd watches.
+func queueSource(mu *sync.Mutex, queue *workqueue.TypedRateLimitingInterface[reconcile.Request]) source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		*queue = q
+		return nil
+	})
 }
 
 // newEpochController builds an unmanaged controller of one election epoch (several run in a

@@ -1,0 +1,339 @@
+package controllers_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testenv"
+	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
+	"github.com/lockwarden/lockwarden/pkg/lease"
+)
+
+// Two clusters, east and west, each with its own control plane (the suite's and a second one
+// started here) and its own manager, sharing the suite's etcd: each manager's engine on a
+// prefix of its own, one global prefix per test. Every test watches both statuses as a pod
+// would (globalWatch): at no poll are both clusters' holders valid by rule R5, and while both
+// managers run no two statuses show Held with a globalHolderUID at once; tokens only grow.
+
+const (
+	globalL = 6 * time.Second  // leaseDurationSeconds
+	globalD = 12 * time.Second // the default delay of a Global lock, 2L
+	globalG = globalL          // the grant lease's TTL
+)
+
+// clusterSide is one cluster of a two-cluster test.
+type clusterSide struct {
+	t       *testing.T
+	name    string
+	cfg     *testenv.Env
+	c       client.WithWatch
+	ns      string
+	backend *controllertest.Backend
+	global  *lease.Global
+	stop    func()
+}
+
+var secondPlane struct {
+	once sync.Once
+	env  *testenv.Env
+	c    client.WithWatch
+	err  error
+}
+
+// secondControlPlane starts the second control plane once for the test binary's tests of
+// this file and stops it at the end of the test that started it.
+func secondControlPlane(t *testing.T) (*testenv.Env, client.WithWatch) {
+	t.Helper()
+	secondPlane.once.Do(func() {
+		secondPlane.env, secondPlane.err = testenv.Start()
+		if secondPlane.err != nil {
+			return
+		}
+		c, err := secondPlane.env.Client()
+		if err != nil {
+			secondPlane.err = err
+			return
+		}
+		secondPlane.c = testenv.RideOutConverterDelay(c, 30*time.Second)
+		t.Cleanup(func() { _ = secondPlane.env.Stop() })
+	})
+	if secondPlane.err != nil {
+		t.Fatalf("second control plane: %v", secondPlane.err)
+	}
+	return secondPlane.env, secondPlane.c
+}
+
+var globalPrefixes atomic.Int64
+
+// twoClusters makes east (the suite's control plane) and west (the second), with a
+// namespace each, engines on the suite's etcd and one global prefix, managers not started.
+func twoClusters(t *testing.T) (east, west *clusterSide) {
+	t.Helper()
+	env2, c2 := secondControlPlane(t)
+	gp := fmt.Sprintf("/lockwarden-test-global/%d", globalPrefixes.Add(1))
+	side := func(name string, e *testenv.Env, c client.WithWatch, ns string) *clusterSide {
+		b := controllertest.NewBackend(t, etcd.Endpoint)
+		g, err := lease.NewGlobal(b.Client, gp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &clusterSide{t: t, name: name, cfg: e, c: c, ns: ns, backend: b, global: g}
+	}
+	east = side("east", env, k8s, fixtureNamespace(t, "east-").Name)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "west-"}}
+	if err := c2.Create(bg(), ns); err != nil {
+		t.Fatalf("create namespace in west: %v", err)
+	}
+	west = side("west", env2, c2, ns.Name)
+	return east, west
+}
+
+// start runs the side's manager (cluster name, its engine, the shared global prefix).
+func (s *clusterSide) start() {
+	s.t.Helper()
+	s.stop = controllertest.Start(s.t, s.cfg.Config, controllertest.Config{
+		Namespace: s.ns, Engine: s.backend.Engine, Identity: s.name + "-manager",
+		ClusterName: s.name, Global: s.global,
+	})
+	s.t.Cleanup(s.stop)
+}
+
+// pod creates a Running and Ready pod labelled app=<app>.
+func (s *clusterSide) pod(name, app string) *corev1.Pod {
+	s.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+	}
+	if err := s.c.Create(bg(), p); err != nil {
+		s.t.Fatalf("%s: create pod %s: %v", s.name, name, err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: true, ContainerID: "containerd://" + string(p.UID), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	if err := s.c.Status().Update(bg(), p); err != nil {
+		s.t.Fatalf("%s: set pod %s ready: %v", s.name, name, err)
+	}
+	return p
+}
+
+// lock creates the Global lock name for globalName over app=<app> (L = 6 s, D unset: 2L).
+func (s *clusterSide) lock(name, app, globalName string) *lockv1.DistributedLock {
+	s.t.Helper()
+	return controllertest.CreateLock(s.t, s.c, s.ns, name, app, globalLock(globalName))
+}
+
+// get reads the lock uncached.
+func (s *clusterSide) get(name string) (*lockv1.DistributedLock, error) {
+	var l lockv1.DistributedLock
+	err := s.c.Get(bg(), client.ObjectKey{Namespace: s.ns, Name: name}, &l)
+	return &l, err
+}
+
+// heldHere: the status shows this cluster's pod holding the global term.
+func heldHere(st *lockv1.DistributedLockStatus) bool {
+	return st.Phase == lockv1.PhaseHeld && st.GlobalHolderUID != ""
+}
+
+// globalWatch polls both clusters' lock (as a holder pod would, with consistent reads) and
+// checks safety at every poll until stopped.
+type globalWatch struct {
+	t      *testing.T
+	sides  [2]*clusterSide
+	name   string
+	strict atomic.Bool // both managers run: no two statuses show a holder here at once
+	mu     sync.Mutex
+	reads  [2][]podRead
+	errs   []string
+	maxTok int64 // the highest token held anywhere so far
+	stopc  chan struct{}
+	done   chan struct{}
+}
+
+// podRead is one consistent read of a lock: sent before, the status it showed.
+type podRead struct {
+	sent time.Time
+	uid  types.UID
+	st   lockv1.DistributedLockStatus
+}
+
+func watchGlobal(t *testing.T, east, west *clusterSide, name string) *globalWatch {
+	w := &globalWatch{t: t, sides: [2]*clusterSide{east, west}, name: name, stopc: make(chan struct{}), done: make(chan struct{})}
+	w.strict.Store(true)
+	go w.run()
+	t.Cleanup(w.finish)
+	return w
+}
+
+func (w *globalWatch) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stopc:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		for i, s := range w.sides {
+			sent := time.Now()
+			l, err := s.get(w.name)
+			if err != nil {
+				continue
+			}
+			w.record(i, podRead{sent: sent, uid: l.UID, st: *l.Status.DeepCopy()})
+		}
+	}
+}
+
+// record adds a read and checks the invariants against both clusters' reads so far.
+func (w *globalWatch) record(i int, r podRead) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reads[i] = append(w.reads[i], r)
+	now := time.Now()
+	valid := [2]bool{validByR5(w.reads[0], now), validByR5(w.reads[1], now)}
+	if valid[0] && valid[1] {
+		w.errs = append(w.errs, fmt.Sprintf("%v: the holders of both clusters are valid by R5: east %s; west %s", now.Format("15:04:05.000"), describeGlobal(&w.latest(0).st), describeGlobal(&w.latest(1).st)))
+	}
+	if w.strict.Load() && len(w.reads[0]) > 0 && len(w.reads[1]) > 0 && heldHere(&w.latest(0).st) && heldHere(&w.latest(1).st) {
+		w.errs = append(w.errs, fmt.Sprintf("%v: both statuses show a holder here: east %s; west %s", now.Format("15:04:05.000"), describeGlobal(&w.latest(0).st), describeGlobal(&w.latest(1).st)))
+	}
+	if st := &r.st; heldHere(st) {
+		if st.FencingToken < w.maxTok {
+			w.errs = append(w.errs, fmt.Sprintf("%s holds token %d below %d, held before", w.sides[i].name, st.FencingToken, w.maxTok))
+		}
+		w.maxTok = max(w.maxTok, st.FencingToken)
+	}
+}
+
+func (w *globalWatch) latest(i int) *podRead { return &w.reads[i][len(w.reads[i])-1] }
+
+// validByR5 reports whether a pod that made reads (oldest first) would lead at now by rule
+// R5: its newest read shows Held here with fencingToken == globalToken, and some read of the
+// same object, showing a round at most r-2 (r: the newest read's round), was sent less than
+// D - m before now, D the published delay and m = max(2 s, D/50).
+func validByR5(reads []podRead, now time.Time) bool {
+	if len(reads) == 0 {
+		return false
+	}
+	last := reads[len(reads)-1]
+	st := &last.st
+	if !heldHere(st) || st.FencingToken != st.GlobalToken || st.GlobalToken == 0 {
+		return false
+	}
+	d := time.Duration(st.GlobalLockDelaySeconds) * time.Second
+	m := max(2*time.Second, d/50)
+	for j := len(reads) - 1; j >= 0; j-- {
+		if r := reads[j]; r.uid == last.uid && r.st.GlobalRound <= st.GlobalRound-2 {
+			return now.Before(r.sent.Add(d - m))
+		}
+	}
+	return false
+}
+
+func describeGlobal(st *lockv1.DistributedLockStatus) string {
+	return fmt.Sprintf("phase=%s holder=%s globalHolderUID=%s cluster=%s token=%d round=%d/%d delay=%d", st.Phase, st.Holder, st.GlobalHolderUID, st.GlobalCluster, st.FencingToken, st.GlobalRound, st.GlobalToken, st.GlobalLockDelaySeconds)
+}
+
+// finish stops the polls and reports every violation.
+func (w *globalWatch) finish() {
+	select {
+	case <-w.stopc:
+	default:
+		close(w.stopc)
+	}
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.errs) > 0 {
+		w.t.Errorf("%d safety violations, the first: %s", len(w.errs), strings.Join(w.errs[:min(len(w.errs), 5)], "\n"))
+	}
+}
+
+// waitSide polls s's lock until cond holds.
+func waitSide(t *testing.T, s *clusterSide, name string, timeout time.Duration, what string, cond func(*lockv1.DistributedLockStatus) bool) *lockv1.DistributedLock {
+	t.Helper()
+	var last *lockv1.DistributedLock
+	eventually(t, timeout, func() bool {
+		l, err := s.get(name)
+		if err != nil {
+			return false
+		}
+		last = l
+		return cond(&l.Status)
+	}, func() string {
+		if last == nil {
+			return s.name + ": " + what + ": no read"
+		}
+		return fmt.Sprintf("%s: %s; status: %s", s.name, what, describeGlobal(&last.Status))
+	})
+	return last
+}
+
+// heldBy: the term is held here by pod p.
+func heldHereBy(p *corev1.Pod) func(*lockv1.DistributedLockStatus) bool {
+	return func(st *lockv1.DistributedLockStatus) bool {
+		return heldHere(st) && st.GlobalHolderUID == p.UID && st.GlobalToken == st.FencingToken && st.GlobalRound >= 2
+	}
+}
+
+// heldElsewhere: the term is published as held by cluster with token.
+func heldElsewhere(cluster string, token int64) func(*lockv1.DistributedLockStatus) bool {
+	return func(st *lockv1.DistributedLockStatus) bool {
+		return st.Phase == lockv1.PhaseHeld && st.GlobalHolderUID == "" && st.HolderUID == "" && st.Holder == "" &&
+			st.GlobalCluster == cluster && st.FencingToken == token
+	}
+}
+
+// firstHolder waits until one cluster holds the lock and the other publishes it held
+// elsewhere with the same token; it returns the holder side first.
+func firstHolder(t *testing.T, east, west *clusterSide, name string, pods map[string]*corev1.Pod) (holder, other *clusterSide, token int64) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() bool {
+		for _, s := range []*clusterSide{east, west} {
+			if l, err := s.get(name); err == nil && heldHereBy(pods[s.name])(&l.Status) {
+				holder, token = s, l.Status.FencingToken
+				return true
+			}
+		}
+		return false
+	}, func() string { return "no cluster holds " + name })
+	other = west
+	if holder == west {
+		other = east
+	}
+	waitSide(t, other, name, 10*time.Second, "held elsewhere with the holder's token", heldElsewhere(holder.name, token))
+	return holder, other, token
+}
+
+// TestGlobalTwoClusters runs the two-cluster scenarios on one second control plane.
+func TestGlobalTwoClusters(t *testing.T) {
+	t.Run("first grant", func(t *testing.T) {
+		east, west := twoClusters(t)
+		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
+		east.lock("g", "g", "first.example.com")
+		west.lock("g", "g", "first.example.com")
+		w := watchGlobal(t, east, west, "g")
+		east.start()
+		west.start()
+		holder, other, token := firstHolder(t, east, west, "g", pods)
+		// Rounds go on in the holder cluster; the other keeps publishing the same term.
+		l := waitSide(t, holder, "g", 3*globalL, "rounds go on", func(st *lockv1.DistributedLockStatus) bool { return st.GlobalRound >= 5 })
+		if l.Status.FencingToken != token || l.Status.HolderUID != "" {
+			t.Errorf("%s: the term changed or holderUID is set: %s", holder.name, describeGlobal(&l.Status))
+		}
+		if o, err := other.get("g"); err != nil || !heldElsewhere(holder.name, token)(&o.Status) || o.Status.GlobalRound != 0 {
+			t.Errorf("%s: want held elsewhere with token %d and no round: %v %s", other.name, token, err, describeGlobal(&o.Status))
+		}
+		w.finish()
+	})
+}
