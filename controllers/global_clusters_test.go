@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,43 +45,34 @@ type clusterSide struct {
 	stop    func()
 }
 
-var secondPlane struct {
-	once sync.Once
-	env  *testenv.Env
-	c    client.WithWatch
-	err  error
+// plane is a control plane: its Env and an uncached client.
+type plane struct {
+	env *testenv.Env
+	c   client.WithWatch
 }
 
-// secondControlPlane starts the second control plane once for the test binary's tests of
-// this file and stops it at the end of the test that started it.
-func secondControlPlane(t *testing.T) (*testenv.Env, client.WithWatch) {
+// secondControlPlane starts the west cluster's control plane, stopped at t's end.
+func secondControlPlane(t *testing.T) plane {
 	t.Helper()
-	secondPlane.once.Do(func() {
-		secondPlane.env, secondPlane.err = testenv.Start()
-		if secondPlane.err != nil {
-			return
-		}
-		c, err := secondPlane.env.Client()
-		if err != nil {
-			secondPlane.err = err
-			return
-		}
-		secondPlane.c = testenv.RideOutConverterDelay(c, 30*time.Second)
-		t.Cleanup(func() { _ = secondPlane.env.Stop() })
-	})
-	if secondPlane.err != nil {
-		t.Fatalf("second control plane: %v", secondPlane.err)
+	env2, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("second control plane: %v", err)
 	}
-	return secondPlane.env, secondPlane.c
+	t.Cleanup(func() { _ = env2.Stop() })
+	c, err := env2.Client()
+	if err != nil {
+		t.Fatalf("second control plane's client: %v", err)
+	}
+	return plane{env: env2, c: testenv.RideOutConverterDelay(c, 30*time.Second)}
 }
 
 var globalPrefixes atomic.Int64
 
 // twoClusters makes east (the suite's control plane) and west (the second), with a
 // namespace each, engines on the suite's etcd and one global prefix, managers not started.
-func twoClusters(t *testing.T) (east, west *clusterSide) {
+func twoClusters(t *testing.T, second plane) (east, west *clusterSide) {
 	t.Helper()
-	env2, c2 := secondControlPlane(t)
+	env2, c2 := second.env, second.c
 	gp := fmt.Sprintf("/lockwarden-test-global/%d", globalPrefixes.Add(1))
 	side := func(name string, e *testenv.Env, c client.WithWatch, ns string) *clusterSide {
 		b := controllertest.NewBackend(t, etcd.Endpoint)
@@ -148,16 +141,19 @@ func heldHere(st *lockv1.DistributedLockStatus) bool {
 // globalWatch polls both clusters' lock (as a holder pod would, with consistent reads) and
 // checks safety at every poll until stopped.
 type globalWatch struct {
-	t      *testing.T
-	sides  [2]*clusterSide
-	name   string
-	strict atomic.Bool // both managers run: no two statuses show a holder here at once
-	mu     sync.Mutex
-	reads  [2][]podRead
-	errs   []string
-	maxTok int64 // the highest token held anywhere so far
-	stopc  chan struct{}
-	done   chan struct{}
+	t       *testing.T
+	sides   [2]*clusterSide
+	name    string
+	strict  atomic.Bool // both managers run: no two statuses show a holder here at once
+	mu      sync.Mutex
+	reads   [2][]podRead
+	errs    []string
+	maxTok  int64    // the highest token held anywhere so far
+	lastTok [2]int64 // the token of each cluster's newest term held here
+	lastMax [2]int64 // each cluster's highest maxFencingToken read
+	stopc   chan struct{}
+	done    chan struct{}
+	once    sync.Once
 }
 
 // podRead is one consistent read of a lock: sent before, the status it showed.
@@ -207,12 +203,17 @@ func (w *globalWatch) record(i int, r podRead) {
 	if w.strict.Load() && len(w.reads[0]) > 0 && len(w.reads[1]) > 0 && heldHere(&w.latest(0).st) && heldHere(&w.latest(1).st) {
 		w.errs = append(w.errs, fmt.Sprintf("%v: both statuses show a holder here: east %s; west %s", now.Format("15:04:05.000"), describeGlobal(&w.latest(0).st), describeGlobal(&w.latest(1).st)))
 	}
-	if st := &r.st; heldHere(st) {
-		if st.FencingToken < w.maxTok {
-			w.errs = append(w.errs, fmt.Sprintf("%s holds token %d below %d, held before", w.sides[i].name, st.FencingToken, w.maxTok))
+	if st := &r.st; heldHere(st) && st.FencingToken != w.lastTok[i] {
+		// A new term here (a stopped manager's status keeps showing its last one).
+		if st.FencingToken <= w.maxTok {
+			w.errs = append(w.errs, fmt.Sprintf("%s holds a new term with token %d, not above %d, held before", w.sides[i].name, st.FencingToken, w.maxTok))
 		}
-		w.maxTok = max(w.maxTok, st.FencingToken)
+		w.lastTok[i], w.maxTok = st.FencingToken, max(w.maxTok, st.FencingToken)
 	}
+	if st := &r.st; st.MaxFencingToken < w.lastMax[i] {
+		w.errs = append(w.errs, fmt.Sprintf("%s: maxFencingToken went from %d to %d", w.sides[i].name, w.lastMax[i], st.MaxFencingToken))
+	}
+	w.lastMax[i] = max(w.lastMax[i], r.st.MaxFencingToken)
 }
 
 func (w *globalWatch) latest(i int) *podRead { return &w.reads[i][len(w.reads[i])-1] }
@@ -246,17 +247,18 @@ func describeGlobal(st *lockv1.DistributedLockStatus) string {
 
 // finish stops the polls and reports every violation.
 func (w *globalWatch) finish() {
-	select {
-	case <-w.stopc:
-	default:
+	w.once.Do(func() {
 		close(w.stopc)
-	}
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.errs) > 0 {
-		w.t.Errorf("%d safety violations, the first: %s", len(w.errs), strings.Join(w.errs[:min(len(w.errs), 5)], "\n"))
-	}
+		<-w.done
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.errs) > 0 {
+			w.t.Errorf("%d safety violations, the first: %s", len(w.errs), strings.Join(w.errs[:min(len(w.errs), 5)], "\n"))
+		}
+		if len(w.reads[0]) < 20 || len(w.reads[1]) < 20 {
+			w.t.Errorf("the watch read east %d and west %d times: too few to check anything", len(w.reads[0]), len(w.reads[1]))
+		}
+	})
 }
 
 // waitSide polls s's lock until cond holds.
@@ -315,10 +317,69 @@ func firstHolder(t *testing.T, east, west *clusterSide, name string, pods map[st
 	return holder, other, token
 }
 
+// grantEvent is a change of K seen by the test's etcd watch: a put (a grant, token its
+// CreateRevision) or a delete, and when the test received it.
+type grantEvent struct {
+	at    time.Time
+	put   bool
+	token int64
+}
+
+// grantLog records every change of globalName's K until the test ends.
+type grantLog struct {
+	mu     sync.Mutex
+	events []grantEvent
+}
+
+func watchGrant(t *testing.T, s *clusterSide, globalName string) *grantLog {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &grantLog{}
+	wc := s.backend.Client.Watch(ctx, s.global.GrantPath(globalName))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for resp := range wc {
+			at := time.Now()
+			g.mu.Lock()
+			for _, ev := range resp.Events {
+				g.events = append(g.events, grantEvent{at: at, put: ev.Type == clientv3.EventTypePut, token: ev.Kv.CreateRevision})
+			}
+			g.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return g
+}
+
+// gapBefore returns when K was seen deleted last before the put of token, and that put.
+func (g *grantLog) gapBefore(t *testing.T, token int64) (deleted, granted time.Time) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.events {
+		switch {
+		case !e.put:
+			deleted = e.at
+		case e.token == token:
+			if deleted.IsZero() {
+				t.Fatalf("token %d was granted with no deletion of K seen before it: %+v", token, g.events)
+			}
+			return deleted, e.at
+		}
+	}
+	t.Fatalf("no grant of token %d seen: %+v", token, g.events)
+	return
+}
+
+// watchLag is how much later than a manager the test's own etcd watch may receive a
+// deletion of K: the check that a takeover waited D after the deletion allows it.
+const watchLag = 300 * time.Millisecond
+
 // TestGlobalTwoClusters runs the two-cluster scenarios on one second control plane.
 func TestGlobalTwoClusters(t *testing.T) {
+	second := secondControlPlane(t)
 	t.Run("first grant", func(t *testing.T) {
-		east, west := twoClusters(t)
+		east, west := twoClusters(t, second)
 		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
 		east.lock("g", "g", "first.example.com")
 		west.lock("g", "g", "first.example.com")
@@ -334,6 +395,78 @@ func TestGlobalTwoClusters(t *testing.T) {
 		if o, err := other.get("g"); err != nil || !heldElsewhere(holder.name, token)(&o.Status) || o.Status.GlobalRound != 0 {
 			t.Errorf("%s: want held elsewhere with token %d and no round: %v %s", other.name, token, err, describeGlobal(&o.Status))
 		}
+		w.finish()
+	})
+
+	t.Run("holder manager stopped, then back", func(t *testing.T) {
+		east, west := twoClusters(t, second)
+		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
+		east.lock("g", "g", "stop.example.com")
+		west.lock("g", "g", "stop.example.com")
+		grants := watchGrant(t, east, "stop.example.com")
+		w := watchGlobal(t, east, west, "g")
+		east.start()
+		west.start()
+		holder, other, t1 := firstHolder(t, east, west, "g", pods)
+		w.strict.Store(false) // the stopped manager's status stays as it was: only R5 counts
+		stopped := time.Now()
+		holder.stop()
+		l := waitSide(t, other, "g", globalG+globalD+8*time.Second, "takes over", heldHereBy(pods[other.name]))
+		took := time.Now()
+		t2 := l.Status.FencingToken
+		if t2 <= t1 {
+			t.Fatalf("the takeover's token %d is not above %d", t2, t1)
+		}
+		deleted, granted := grants.gapBefore(t, t2)
+		if gap := granted.Sub(deleted); gap < globalD-watchLag {
+			t.Errorf("%s granted %v after K was seen gone; want at least D = %v", other.name, gap, globalD)
+		}
+		if d := took.Sub(stopped); d < globalD || d > globalG+globalD+5*time.Second {
+			t.Errorf("%s took over %v after the holder's manager stopped; want between D = %v and G + D + 5 s", other.name, d, globalD)
+		}
+		// Back again: the returning manager publishes the other cluster's term and takes
+		// nothing.
+		holder.start()
+		waitSide(t, holder, "g", 15*time.Second, "publishes the other's term", heldElsewhere(other.name, t2))
+		w.strict.Store(true)
+		consistently(t, 2*globalL, func() bool {
+			h, err1 := holder.get("g")
+			o, err2 := other.get("g")
+			return err1 == nil && err2 == nil && heldElsewhere(other.name, t2)(&h.Status) && heldHereBy(pods[other.name])(&o.Status) && o.Status.FencingToken == t2
+		}, func() string { return "exactly one cluster holds the lock with token " + fmt.Sprint(t2) })
+		w.finish()
+	})
+
+	t.Run("holder pod deleted, no local candidate left", func(t *testing.T) {
+		east, west := twoClusters(t, second)
+		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
+		east.lock("g", "g", "pod.example.com")
+		west.lock("g", "g", "pod.example.com")
+		grants := watchGrant(t, east, "pod.example.com")
+		w := watchGlobal(t, east, west, "g")
+		east.start()
+		west.start()
+		holder, other, t1 := firstHolder(t, east, west, "g", pods)
+		if err := holder.c.Delete(bg(), pods[holder.name], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatalf("delete the holder pod: %v", err)
+		}
+		waitSide(t, holder, "g", 5*time.Second, "Releasing", func(st *lockv1.DistributedLockStatus) bool {
+			return st.Phase == lockv1.PhaseReleasing && st.FencingToken == t1
+		})
+		releasing := time.Now()
+		l := waitSide(t, other, "g", 2*globalD+8*time.Second, "takes over", heldHereBy(pods[other.name]))
+		t2 := l.Status.FencingToken
+		if t2 <= t1 {
+			t.Fatalf("the takeover's token %d is not above %d", t2, t1)
+		}
+		deleted, granted := grants.gapBefore(t, t2)
+		if gap := deleted.Sub(releasing); gap < globalD-watchLag {
+			t.Errorf("%s deleted K %v after it published Releasing; want at least D = %v", holder.name, gap, globalD)
+		}
+		if gap := granted.Sub(deleted); gap < globalD-watchLag {
+			t.Errorf("%s granted %v after K was seen gone; want at least D = %v", other.name, gap, globalD)
+		}
+		waitSide(t, holder, "g", 5*time.Second, "publishes the other's term", heldElsewhere(other.name, t2))
 		w.finish()
 	})
 }
