@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,11 +12,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/controllers"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -375,6 +378,48 @@ func (g *grantLog) gapBefore(t *testing.T, token int64) (deleted, granted time.T
 // deletion of K: the check that a takeover waited D after the deletion allows it.
 const watchLag = 300 * time.Millisecond
 
+// scenario is a running two-cluster test: one pod and one lock "g" of globalName in each
+// cluster, both managers running, the first grant made.
+type scenario struct {
+	east, west    *clusterSide
+	pods          map[string]*corev1.Pod
+	grants        *grantLog
+	w             *globalWatch
+	holder, other *clusterSide
+	t1            int64 // the first grant's token
+}
+
+func startScenario(t *testing.T, second plane, globalName string) *scenario {
+	t.Helper()
+	east, west := twoClusters(t, second)
+	sc := &scenario{east: east, west: west, pods: map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}}
+	east.lock("g", "g", globalName)
+	west.lock("g", "g", globalName)
+	sc.grants = watchGrant(t, east, globalName)
+	sc.w = watchGlobal(t, east, west, "g")
+	east.start()
+	west.start()
+	sc.holder, sc.other, sc.t1 = firstHolder(t, east, west, "g", sc.pods)
+	return sc
+}
+
+// takenOver waits until the other cluster holds the lock with a token above the first
+// grant's, granted at least D after K was seen gone; it returns the token and when K was
+// seen deleted.
+func (sc *scenario) takenOver(t *testing.T, timeout time.Duration) (token int64, deleted time.Time) {
+	t.Helper()
+	l := waitSide(t, sc.other, "g", timeout, "takes over", heldHereBy(sc.pods[sc.other.name]))
+	token = l.Status.FencingToken
+	if token <= sc.t1 {
+		t.Fatalf("the takeover's token %d is not above %d", token, sc.t1)
+	}
+	deleted, granted := sc.grants.gapBefore(t, token)
+	if gap := granted.Sub(deleted); gap < globalD-watchLag {
+		t.Errorf("%s granted %v after K was seen gone; want at least D = %v", sc.other.name, gap, globalD)
+	}
+	return token, deleted
+}
+
 // TestGlobalTwoClusters runs the two-cluster scenarios on one second control plane.
 func TestGlobalTwoClusters(t *testing.T) {
 	second := secondControlPlane(t)
@@ -398,75 +443,83 @@ func TestGlobalTwoClusters(t *testing.T) {
 		w.finish()
 	})
 
-	t.Run("holder manager stopped, then back", func(t *testing.T) {
+	t.Run("a taken cluster name is refused", func(t *testing.T) {
 		east, west := twoClusters(t, second)
-		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
-		east.lock("g", "g", "stop.example.com")
-		west.lock("g", "g", "stop.example.com")
-		grants := watchGrant(t, east, "stop.example.com")
-		w := watchGlobal(t, east, west, "g")
+		if _, err := controllers.RegisterCluster(bg(), east.c, east.global, "east", east.backend.Engine.Prefix()); err != nil {
+			t.Fatalf("register east: %v", err)
+		}
+		// west's control plane under east's name (a copied values file, F3): refused,
+		// naming both UIDs; west under its own name on east's engine prefix: refused too.
+		_, err := controllers.RegisterCluster(bg(), west.c, west.global, "east", west.backend.Engine.Prefix())
+		if !errors.Is(err, lease.ErrClusterNameTaken) {
+			t.Fatalf("register west as east = %v; want ErrClusterNameTaken", err)
+		}
+		_, err = controllers.RegisterCluster(bg(), west.c, west.global, "west", east.backend.Engine.Prefix())
+		if !errors.Is(err, lease.ErrClusterNameTaken) {
+			t.Fatalf("register west on east's engine prefix = %v; want ErrClusterNameTaken", err)
+		}
+		if _, err := controllers.RegisterCluster(bg(), west.c, west.global, "west", west.backend.Engine.Prefix()); err != nil {
+			t.Fatalf("register west: %v", err)
+		}
+	})
+
+	t.Run("two locks of one global name in a cluster", func(t *testing.T) {
+		east, _ := twoClusters(t, second)
+		p := east.pod("p1", "g")
+		east.lock("older", "g", "dup.example.com")
+		time.Sleep(1100 * time.Millisecond) // creationTimestamp has whole seconds
+		east.lock("younger", "g", "dup.example.com")
 		east.start()
-		west.start()
-		holder, other, t1 := firstHolder(t, east, west, "g", pods)
-		w.strict.Store(false) // the stopped manager's status stays as it was: only R5 counts
+		waitSide(t, east, "older", 15*time.Second, "held", heldHereBy(p))
+		dup := func(st *lockv1.DistributedLockStatus) bool {
+			c := meta.FindStatusCondition(st.Conditions, lockv1.ConditionHeld)
+			return c != nil && c.Reason == controllers.ReasonDuplicateGlobalName && st.GlobalHolderUID == "" && st.GlobalRound == 0
+		}
+		waitSide(t, east, "younger", 10*time.Second, "DuplicateGlobalName", dup)
+		consistently(t, globalL, func() bool {
+			l, err := east.get("younger")
+			return err == nil && dup(&l.Status)
+		}, func() string { return "the younger lock of the name contends" })
+	})
+
+	t.Run("holder manager stopped, then back", func(t *testing.T) {
+		sc := startScenario(t, second, "stop.example.com")
+		holder, other := sc.holder, sc.other
+		sc.w.strict.Store(false) // the stopped manager's status stays as it was: only R5 counts
 		stopped := time.Now()
 		holder.stop()
-		l := waitSide(t, other, "g", globalG+globalD+8*time.Second, "takes over", heldHereBy(pods[other.name]))
-		took := time.Now()
-		t2 := l.Status.FencingToken
-		if t2 <= t1 {
-			t.Fatalf("the takeover's token %d is not above %d", t2, t1)
-		}
-		deleted, granted := grants.gapBefore(t, t2)
-		if gap := granted.Sub(deleted); gap < globalD-watchLag {
-			t.Errorf("%s granted %v after K was seen gone; want at least D = %v", other.name, gap, globalD)
-		}
-		if d := took.Sub(stopped); d < globalD || d > globalG+globalD+5*time.Second {
+		t2, _ := sc.takenOver(t, globalG+globalD+8*time.Second)
+		if d := time.Since(stopped); d < globalD || d > globalG+globalD+5*time.Second {
 			t.Errorf("%s took over %v after the holder's manager stopped; want between D = %v and G + D + 5 s", other.name, d, globalD)
 		}
 		// Back again: the returning manager publishes the other cluster's term and takes
 		// nothing.
 		holder.start()
 		waitSide(t, holder, "g", 15*time.Second, "publishes the other's term", heldElsewhere(other.name, t2))
-		w.strict.Store(true)
+		sc.w.strict.Store(true)
 		consistently(t, 2*globalL, func() bool {
 			h, err1 := holder.get("g")
 			o, err2 := other.get("g")
-			return err1 == nil && err2 == nil && heldElsewhere(other.name, t2)(&h.Status) && heldHereBy(pods[other.name])(&o.Status) && o.Status.FencingToken == t2
+			return err1 == nil && err2 == nil && heldElsewhere(other.name, t2)(&h.Status) && heldHereBy(sc.pods[other.name])(&o.Status) && o.Status.FencingToken == t2
 		}, func() string { return "exactly one cluster holds the lock with token " + fmt.Sprint(t2) })
-		w.finish()
+		sc.w.finish()
 	})
 
 	t.Run("holder pod deleted, no local candidate left", func(t *testing.T) {
-		east, west := twoClusters(t, second)
-		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
-		east.lock("g", "g", "pod.example.com")
-		west.lock("g", "g", "pod.example.com")
-		grants := watchGrant(t, east, "pod.example.com")
-		w := watchGlobal(t, east, west, "g")
-		east.start()
-		west.start()
-		holder, other, t1 := firstHolder(t, east, west, "g", pods)
-		if err := holder.c.Delete(bg(), pods[holder.name], client.GracePeriodSeconds(0)); err != nil {
+		sc := startScenario(t, second, "pod.example.com")
+		holder, other := sc.holder, sc.other
+		if err := holder.c.Delete(bg(), sc.pods[holder.name], client.GracePeriodSeconds(0)); err != nil {
 			t.Fatalf("delete the holder pod: %v", err)
 		}
 		waitSide(t, holder, "g", 5*time.Second, "Releasing", func(st *lockv1.DistributedLockStatus) bool {
-			return st.Phase == lockv1.PhaseReleasing && st.FencingToken == t1
+			return st.Phase == lockv1.PhaseReleasing && st.FencingToken == sc.t1
 		})
 		releasing := time.Now()
-		l := waitSide(t, other, "g", 2*globalD+8*time.Second, "takes over", heldHereBy(pods[other.name]))
-		t2 := l.Status.FencingToken
-		if t2 <= t1 {
-			t.Fatalf("the takeover's token %d is not above %d", t2, t1)
-		}
-		deleted, granted := grants.gapBefore(t, t2)
+		t2, deleted := sc.takenOver(t, 2*globalD+8*time.Second)
 		if gap := deleted.Sub(releasing); gap < globalD-watchLag {
 			t.Errorf("%s deleted K %v after it published Releasing; want at least D = %v", holder.name, gap, globalD)
 		}
-		if gap := granted.Sub(deleted); gap < globalD-watchLag {
-			t.Errorf("%s granted %v after K was seen gone; want at least D = %v", other.name, gap, globalD)
-		}
 		waitSide(t, holder, "g", 5*time.Second, "publishes the other's term", heldElsewhere(other.name, t2))
-		w.finish()
+		sc.w.finish()
 	})
 }

@@ -232,10 +232,15 @@ func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err er
 			return false, err // no acknowledgement: only R7 may follow (F1)
 		}
 		if deleted {
+			reason := lockv1.ReasonDeleted
 			r.mem.update(t.key, l.UID, func(o *globalObject) {
+				if o.releasingReason != "" {
+					reason = o.releasingReason
+				}
 				o.deletedToken, o.releasingToken, o.releasingAt, o.releasingReason = token, 0, 0, ""
 			})
-			log.FromContext(ctx).Info("global term ended", "lock", t.key, "token", token)
+			log.FromContext(ctx).Info("global term ended", "lock", t.key, "token", token, "reason", reason)
+			r.Recorder.Eventf(l, nil, corev1.EventTypeNormal, reason, "End", "global term of %s (token %d) ended (%s): its grant is deleted", t.view.Grant.Holder, token, reason)
 		}
 		return false, t.observe(ctx)
 	case gGrant:
@@ -292,6 +297,7 @@ func (t *globalTurn) grant(ctx context.Context, s globalStep, guard clientv3.Cmp
 	case err == nil:
 		t.r.mem.update(t.key, l.UID, func(o *globalObject) { o.newGrant(token, sent) })
 		log.FromContext(ctx).Info("global grant", "lock", t.key, "basis", s.basis.String(), "pod", c.name, "token", token)
+		t.r.Recorder.Eventf(l, nil, corev1.EventTypeNormal, lockv1.ReasonGranted, "Grant", "global term granted to %s in cluster %s with token %d (%s)", c.name, t.r.Cluster.Name, token, s.basis)
 	case errors.Is(err, lease.ErrGlobalChanged):
 		log.FromContext(ctx).V(1).Info("global grant refused", "lock", t.key, "error", err.Error())
 	default:
