@@ -46,6 +46,29 @@
 // one of them sees the other's keys; the holders never exceed the largest n
 // in use. semaphore.go states the rule and why it holds.
 //
+// # Global locks
+//
+// Global is the shared-etcd side of a lock that managers of several
+// Kubernetes clusters contend for (docs/global.md). Per global name it keeps a
+// grant key K, on its own lease, whose CreateRevision is the token, and a
+// tombstone T beside it that never has a lease and is never deleted:
+//
+//	g, err := lease.NewGlobal(cli, "")                // keys under /lockwarden-global
+//	err = g.Register(ctx, id, eng.Prefix())           // once: name, UID, election prefix
+//	v, err := g.Observe(ctx, "payments")              // K and T at one revision
+//	token, leaseID, err := g.Grant(ctx, "payments", req, election.IsOwner())
+//
+// Every call is one transaction (or one read, or one keepalive) carrying the
+// caller's guard; nothing is tracked and no goroutine starts. Grant puts K and T
+// in its one transaction, so T's ModRevision is the token. Wait and Grant fail
+// with ErrGlobalChanged, writing nothing, when anyone granted, waited or deleted
+// since the caller's basis; a failed grant revokes its new lease. The engine
+// enforces the compares of the rule (R6', R7, R8) and refuses inputs that break
+// it (a basis showing K held, a waiting record carrying less delay than T), but
+// when to wait, grant, confirm, renew or delete is the caller's rule: safety
+// rests on the caller following docs/global.md. Global tokens are revisions of
+// the shared etcd, unrelated to any Engine's tokens.
+//
 // # Guarantees
 //
 // Token. A lock's grant is its lock key, or, for a blocking Acquire that

@@ -24,8 +24,9 @@ const DefaultGlobalPrefix = "/lockwarden-global"
 // Key layout under the prefix G, for the global name n and the cluster named c:
 //
 //	G/clusters/c           the registration {uid, enginePrefix}: no lease, create-only
-//	G/engines/<escaped p>  the cluster registered with engine prefix p (the name c):
-//	                       no lease, create-only, written with c's registration
+//	G/engines/<escaped p>  the cluster registered with engine prefix p, and
+//	G/uids/<escaped u>     the cluster registered with cluster UID u: the same
+//	                       value as c's, no lease, create-only, written with it
 //	G/grants/n             K: the grant's record, on its own lease (TTL G); its
 //	                       CreateRevision is the token
 //	G/tombstones/n         T: the last grant's or waiting manager's record; never
@@ -62,6 +63,9 @@ func (g *Global) TombstonePath(name string) string { return g.prefix + "/tombsto
 
 // ClusterPath returns the registration key of the cluster named cluster.
 func (g *Global) ClusterPath(cluster string) string { return g.prefix + "/clusters/" + cluster }
+
+// uidPath is the key naming the cluster registered with the cluster UID uid (escaped).
+func (g *Global) uidPath(uid string) string { return g.prefix + "/uids/" + url.PathEscape(uid) }
 
 // enginePath is the key naming the cluster registered with the engine prefix p; p is escaped
 // as the engine's queue paths are, so that it contains no "/".

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lockwarden/lockwarden/internal/etcdtest"
 	"github.com/lockwarden/lockwarden/pkg/clock"
 	"github.com/lockwarden/lockwarden/pkg/lease"
 )
@@ -38,6 +39,16 @@ func newGlobalEnv(t *testing.T) *genv {
 		guard:   clientv3.Compare(clientv3.CreateRevision("/guard/ok"), ">", 0),
 		noGuard: clientv3.Compare(clientv3.CreateRevision("/guard/missing"), ">", 0),
 	}
+}
+
+// gated returns a Global under prefix whose etcd calls go through gate.
+func (e *genv) gated(t *testing.T, gate *etcdtest.Gate, prefix string) *lease.Global {
+	t.Helper()
+	g, err := lease.NewGlobal(e.srv.Client(t, gate.DialOptions()...), prefix)
+	if err != nil {
+		t.Fatalf("NewGlobal(%q) = %v", prefix, err)
+	}
+	return g
 }
 
 // record is a complete record of the cluster named cluster for pod.

@@ -32,14 +32,18 @@ type registration struct {
 }
 
 // Register records the cluster's name with its UID and the prefix of the engine whose
-// election fences its manager, create-only: G/clusters/<name> and G/engines/<prefix> are put
-// in one transaction comparing both absent, without a lease, and are never overwritten.
-// Registering again with the same UID and engine prefix succeeds and writes nothing.
+// election fences its manager, create-only: G/clusters/<name>, G/engines/<prefix> and
+// G/uids/<uid> are put in one transaction comparing them absent, without a lease, and are
+// never overwritten (a key found missing beside the others, deleted by hand, is put back).
+// Registering again with the same name, UID and engine prefix succeeds and writes nothing.
 //
 // Errors wrap ErrClusterNameTaken, naming both sides, when the name is registered under
 // another UID or with another engine prefix (a second manager of one cluster on another
-// election), or when another cluster registered the engine prefix (two clusters on one
-// engine prefix would share one election). ErrInvalid for a bad name, an empty UID, or an
+// election), when another cluster registered the engine prefix (two clusters on one
+// engine prefix would share one election), or when the UID is registered under another
+// name (one cluster under two names would contend as two). Renaming a cluster or moving
+// its engine prefix means deleting its registration keys by hand, once its manager is
+// stopped and no global lock is held by it. ErrInvalid for a bad name, an empty UID, or an
 // engine prefix that is empty, ends in "/", or overlaps the global prefix (the engine's
 // tombstones carry leases: finding F4).
 func (g *Global) Register(ctx context.Context, id ClusterID, enginePrefix string) error {
@@ -61,7 +65,7 @@ func (g *Global) register(ctx context.Context, id ClusterID, enginePrefix string
 	if err != nil {
 		return fmt.Errorf("encode registration: %w", err) // strings only: cannot happen
 	}
-	keys := []string{g.ClusterPath(id.Name), g.enginePath(enginePrefix)}
+	keys := []string{g.ClusterPath(id.Name), g.enginePath(enginePrefix), g.uidPath(id.UID)}
 	found := make([]*mvccpb.KeyValue, len(keys)) // nil: believed absent
 	for attempt := 1; ; attempt++ {
 		if err := checkRegistration(want, keys, found); err != nil {
@@ -111,16 +115,19 @@ func checkRegistration(want registration, keys []string, found []*mvccpb.KeyValu
 		if err := json.Unmarshal(kv.Value, &got); err != nil {
 			return fmt.Errorf("registration %s does not parse: %w", keys[i], err)
 		}
-		name := i == 0 // keys[0] is the name's key, keys[1] the engine prefix's
+		// keys[0] is the name's key, keys[1] the engine prefix's, keys[2] the UID's.
 		switch {
-		case name && got.UID != want.UID:
+		case i == 0 && got.UID != want.UID:
 			return fmt.Errorf("%w: %q is registered by cluster UID %q, not %q (%s)", ErrClusterNameTaken, want.Name, got.UID, want.UID, keys[i])
-		case name && got.EnginePrefix != want.EnginePrefix:
+		case i == 0 && got.EnginePrefix != want.EnginePrefix:
 			return fmt.Errorf("%w: %q (UID %q) is registered with engine prefix %q, not %q (%s)",
 				ErrClusterNameTaken, want.Name, want.UID, got.EnginePrefix, want.EnginePrefix, keys[i])
-		case !name && (got.UID != want.UID || got.Name != want.Name):
+		case i == 1 && (got.UID != want.UID || got.Name != want.Name):
 			return fmt.Errorf("%w: engine prefix %q is registered by cluster %q (UID %q), not %q (UID %q) (%s)",
 				ErrClusterNameTaken, want.EnginePrefix, got.Name, got.UID, want.Name, want.UID, keys[i])
+		case i == 2 && got != want:
+			return fmt.Errorf("%w: cluster UID %q is registered as %q with engine prefix %q, not %q with %q (%s)",
+				ErrClusterNameTaken, want.UID, got.Name, got.EnginePrefix, want.Name, want.EnginePrefix, keys[i])
 		}
 	}
 	return nil
