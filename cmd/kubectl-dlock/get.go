@@ -96,7 +96,7 @@ func lockTable(locks []lockv1.DistributedLock, now time.Time, withNamespace bool
 				name, sl = fmt.Sprintf("%s[%d]", l.Name, slot), slotLock(l, slot)
 			}
 			st := &sl.Status
-			row := []string{name, orDash(st.Holder), tokenText(st.FencingToken), orDash(string(st.Phase)), waitLeft(sl, now), age(l.CreationTimestamp.Time, now)}
+			row := []string{name, holderText(l, st), tokenText(st.FencingToken), orDash(string(st.Phase)), waitLeft(sl, now), age(l.CreationTimestamp.Time, now)}
 			if withNamespace {
 				row = append([]string{l.Namespace}, row...)
 			}

@@ -194,6 +194,9 @@ func (s *session) release(ctx context.Context, out io.Writer, name string, targe
 		if err != nil {
 			return err
 		}
+		if l.Spec.IsGlobal() {
+			return errGlobalRelease(l)
+		}
 		slot, err := targetSlot(l, target)
 		if err != nil {
 			return err

@@ -33,7 +33,11 @@ otherwise). A published holder the selector no longer matches is listed too.
 A lock with more than one slot (spec.slots) is explained slot by slot: each slot's holder,
 token, phase and Held condition, its candidates without the pods that hold other slots, and
 who that slot is granted to next. Each slot is judged on its own, so several free slots can
-name the same next pod.`,
+name the same next pod.
+
+A Global lock (spec.scope Global) is explained for this cluster's candidates: where the
+global term is (held here, with its round, or by another cluster, by name and token) and
+which local pod this cluster grants once the grant is free to it.`,
 		Example: `  kubectl dlock why payments-leader -n shop`,
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -71,6 +75,9 @@ func (s *session) candidates(ctx context.Context, l *lockv1.DistributedLock) (po
 	gone = map[types.UID]bool{}
 	for slot := range slotCount(l) {
 		v := l.Status.SlotView(slot)
+		if l.Spec.IsGlobal() {
+			v = *globalView(l)
+		}
 		uid := v.HolderUID
 		if uid == "" || slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.UID == uid }) {
 			continue
@@ -101,6 +108,15 @@ func writeWhy(w io.Writer, l *lockv1.DistributedLock, pods []corev1.Pod, gone ma
 		strategy += " (" + lockv1.Strategy(l.Spec.PreferredHolder) + ")"
 	}
 	n := slotCount(l)
+	if l.Spec.IsGlobal() {
+		st := globalView(l)
+		ex := eligibility.Explain(&l.Spec, st, pods)
+		next := "next: " + ex.Summary
+		if l.Status.GlobalHolderUID == "" && l.Status.GlobalCluster != "" {
+			next = fmt.Sprintf("next: nothing while cluster %s holds the term; when its grant is gone, this cluster waits the lock delay (%ds) before it grants %s", l.Status.GlobalCluster, l.Spec.EffectiveLockDelaySeconds(), orDash(ex.Next))
+		}
+		return writeWhySlot(w, l, globalHead(l), ex, next, gone[st.HolderUID])
+	}
 	if n == 1 {
 		head := fmt.Sprintf("lock %s/%s: phase %s, strategy %s", l.Namespace, l.Name, orDash(string(st.Phase)), strategy)
 		if st.Holder != "" {

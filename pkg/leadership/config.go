@@ -49,7 +49,7 @@ type Config struct {
 	Lock string
 
 	// Identity is this pod's UID: the pod leads only while the lock's status.holderUID equals
-	// it. Defaults to $POD_UID (set it from the downward API, fieldRef metadata.uid). Required:
+	// it (status.globalHolderUID for a lock of scope Global). Defaults to $POD_UID (set it from the downward API, fieldRef metadata.uid). Required:
 	// New fails when both are empty. A pod name is never an identity: a pod deleted and created
 	// again under the same name has a new UID and is not the holder.
 	Identity types.UID
@@ -148,7 +148,8 @@ type Callbacks struct {
 	// holder and token other than the last one reported, with phase Held; this pod included.
 	// It is informational: it may come from a watch event no read has confirmed. On a lock of
 	// several slots (spec.slots) the holder is that of the slot this pod holds, or of slot 0
-	// when it holds none.
+	// when it holds none. For a Global lock whose term another cluster holds, holder is ""
+	// (no pod of this cluster) and token is that term's (status.fencingToken).
 	OnNewHolder func(holder string, token int64)
 }
 

@@ -10,7 +10,9 @@
 //   - Only a consistent read starts or extends a term: a GET of the lock with resourceVersion
 //     unset, on its own uncached REST client, whose send time S is taken before the call. A
 //     read that shows status.holderUID == Identity, phase Held and token t starts a term of t
-//     (or extends the open term of t) until S + termLeaseSeconds - margin.
+//     (or extends the open term of t) until S + termLeaseSeconds - margin. A lock of scope
+//     Global names its holder in status.globalHolderUID and has one more bound (see Global
+//     locks).
 //   - Reads are sent every termLeaseSeconds/3 (spec.leaseDurationSeconds/3 before the lock has
 //     a term), each allowed that long (at most 30 s), and retried sooner after a failure. Every
 //     pod reads, not only the holder: readiness needs to know that reads succeed.
@@ -114,6 +116,48 @@
 // resources shared by the slots need a fence per slot, because tokens of different slots are
 // not ordered with each other. GetLeader and OnNewHolder report the holder of this pod's slot
 // (slot 0's when it holds none). A ResourceLock leads one-slot locks only (ErrSlotsUnsupported).
+//
+// # Global locks
+//
+// A lock of spec.scope Global is one of several, one per cluster, contending for one grant in
+// an etcd all their managers share (docs/global.md). Its status never sets holderUID (so that
+// an older version of this package never leads a global term, finding F5): the holder pod of a
+// term held in this cluster is status.globalHolderUID, and a term held by another cluster shows
+// phase Held with no holder pod and status.globalCluster naming that cluster. Every rule above
+// applies with globalHolderUID in holderUID's place, and one more bound (rule R5):
+//
+//   - Only consistent reads count for it, never a watch event or a cached read. The elector
+//     keeps the newest consistent reads of the lock object (by UID; a lock created again
+//     starts afresh), a bounded number, merging reads that show the same round.
+//   - A term of token t is led only while the newest consistent read shows phase Held,
+//     globalHolderUID == Identity and fencingToken == t, some consistent read shows a round r
+//     with globalToken == t (rounds vouching for another token do not count), and some
+//     consistent read of the same object sent at S showed a round at or below r-2. Then it is
+//     valid until the earlier of the in-cluster bound (the newest read's send time +
+//     termLeaseSeconds - margin) and S + D - m, S the newest such read, D the lowest
+//     globalLockDelaySeconds any consistent read showed with a round vouching for t, and m =
+//     max(2s, D/50, Config.Margin). A new holder therefore leads once rounds r0 (its grant)
+//     and r0+1 vouch for its token, if it read the lock before the grant; and it stops by
+//     S + D - m when rounds stop landing, however many reads still show Held. The deadline
+//     follows every read: it can move earlier (a lower D), and ends the term when it has
+//     passed.
+//   - A consistent read showing a lower globalRound than an earlier read of the same object (a
+//     store restored from a backup) ends the term at once, and every term of that object is
+//     refused by this process from then on: ReadyzCheck fails wrapping ErrGlobalRefused, as it
+//     does for a round whose lock delay is not above the margin.
+//   - A watch event that shows this pod's grant and a round no consistent read has shown yet
+//     sends a consistent read at once (while leading too), so a new holder leads within one
+//     read of round r0+1 landing rather than at the next periodic read.
+//   - GetLeader and GetLeaderUID report the holder pod and globalHolderUID; for a term held by
+//     another cluster they are "" and OnNewHolder is called with holder "" and that term's
+//     token (status.fencingToken).
+//   - A ResourceLock applies the same bound: Update succeeds only while the earlier of the two
+//     bounds leaves RenewDeadline + RetryPeriod, and its Valid, Token and ValidUntil follow it;
+//     Get shows client-go a term held by another cluster as held by
+//     "lockwarden:cluster/<globalCluster>".
+//   - Releases are sent as for any lock; the controller's handling of a Global lock's
+//     holder-release is its own (a refused release lets the pod lead that term again, within
+//     the bound).
 //
 // # Client-go parity
 //

@@ -7,9 +7,9 @@ import (
 )
 
 // The pod-side bound of a global lock (spec.scope Global, issue 21; the rule and its proof:
-// docs/global.md). Not wired in yet: nothing that runs calls these functions, so no lock's
-// behaviour changes. The wiring records a globalRead per observation, keeps a few of them
-// (see globalDeadline) and leads while now() is before globalValidUntil.
+// docs/global.md, R5). The decision loop and the ResourceLock record a globalRead per
+// consistent read of a Global lock (globalReads, global_reads.go) and lead only while now()
+// is before globalValidUntil.
 
 // minGlobalMargin is the smallest margin m of the global bound; m is also at least D/50, which
 // covers clock-rate drift of up to 1% between the pod and the other cluster's manager
@@ -82,7 +82,10 @@ func globalMargin(delay, configured time.Duration) time.Duration {
 // globalDeadline is the global bound of the term of token: S + D - m, where r is the highest
 // round that a consistent read of the lock showed vouching for token while Held by this pod,
 // S the send time of the newest consistent read of the same object that showed a round at or
-// below r-2, D the delay that read of round r published, and m globalMargin(D, margin). The
+// below r-2, D the lowest delay any consistent read of that object showed with a round
+// vouching for token (review finding L2: the Status rule ties D to the token, so every such
+// read shows the same D; a read that shows another is no reason to wait less, only more), and
+// m globalMargin(D, margin). The
 // pod leads only while now() is before it. reads are in the order they were sent (a pod
 // sends one read at a time); the bound needs only, per object, the newest read of each of
 // the last few rounds, so the caller may drop older ones.
@@ -92,10 +95,11 @@ func globalMargin(delay, configured time.Duration) time.Duration {
 // confirmation, and the grant it confirmed, came after S. A read that showed r-1 proves
 // nothing: round r's write may have been sent long before it and landed late.
 func globalDeadline(reads []globalRead, token int64, margin time.Duration) (instant, globalRefusal) {
-	uid, r, delay, found := vouchingRound(reads, token)
+	uid, r, found := vouchingRound(reads, token)
 	if !found {
 		return 0, globalNoRound
 	}
+	delay := lowestDelay(reads, uid, token)
 	m := globalMargin(delay, margin)
 	if delay <= m {
 		return 0, globalBadDelay
@@ -123,10 +127,10 @@ func globalDeadline(reads []globalRead, token int64, margin time.Duration) (inst
 }
 
 // vouchingRound finds, among the consistent reads of the object the newest consistent read
-// was of, the highest round vouching for token while Held by this pod, with the delay it
-// published. It finds none unless that newest read shows token Held by this pod: once a read
-// shows the term over, no earlier read keeps it.
-func vouchingRound(reads []globalRead, token int64) (types.UID, int64, time.Duration, bool) {
+// was of, the highest round vouching for token while Held by this pod. It finds none unless
+// that newest read shows token Held by this pod: once a read shows the term over, no earlier
+// read keeps it.
+func vouchingRound(reads []globalRead, token int64) (types.UID, int64, bool) {
 	newest := -1
 	for i := range reads {
 		if reads[i].consistent {
@@ -134,12 +138,11 @@ func vouchingRound(reads []globalRead, token int64) (types.UID, int64, time.Dura
 		}
 	}
 	if token <= 0 || newest < 0 || reads[newest].heldToken != token {
-		return "", 0, 0, false
+		return "", 0, false
 	}
 	uid := reads[newest].lockUID
 	var (
 		r     int64
-		delay time.Duration
 		found bool
 	)
 	for i := range reads {
@@ -148,10 +151,29 @@ func vouchingRound(reads []globalRead, token int64) (types.UID, int64, time.Dura
 			continue
 		}
 		if !found || o.round >= r {
-			r, delay, found = o.round, o.delay, true
+			r, found = o.round, true
 		}
 	}
-	return uid, r, delay, found
+	return uid, r, found
+}
+
+// lowestDelay is the lowest delay that a consistent read of object uid showed with a round
+// vouching for token (whoever the read showed holding it); vouchingRound found one.
+func lowestDelay(reads []globalRead, uid types.UID, token int64) time.Duration {
+	var (
+		delay time.Duration
+		found bool
+	)
+	for i := range reads {
+		o := &reads[i]
+		if !o.consistent || o.lockUID != uid || o.round <= 0 || o.roundToken != token {
+			continue
+		}
+		if !found || o.delay < delay {
+			delay, found = o.delay, true
+		}
+	}
+	return delay
 }
 
 // globalValidUntil is the earlier of the in-cluster bound (S_own + termLeaseSeconds - margin,

@@ -29,6 +29,12 @@ func event(s float64, round, roundToken, held int64) globalRead {
 	return o
 }
 
+// withDelay is o publishing lock delay d.
+func withDelay(o globalRead, d time.Duration) globalRead {
+	o.delay = d
+	return o
+}
+
 func TestGlobalDeadline(t *testing.T) {
 	m := 2 * time.Second // globalMargin(30 s, 0)
 	other := gToken - 10 // the previous term's token
@@ -155,6 +161,36 @@ func TestGlobalDeadline(t *testing.T) {
 				cread(15, 5, gToken, 0),
 			},
 			token: gToken, why: globalNoRound,
+		},
+		{
+			// Review finding L2: the Status rule ties D to the token, but should two reads of
+			// one token show different delays, the pod waits for the lower one, not round r's.
+			name: "the lowest delay any read showed for the token counts, not round r's",
+			reads: []globalRead{
+				cread(0, 3, other, 0),
+				withDelay(cread(5, 4, gToken, gToken), 20*time.Second),
+				cread(10, 5, gToken, gToken),
+			},
+			token: gToken, want: at(0).Add(20*time.Second - m),
+		},
+		{
+			name: "a lower delay from a read that showed the token's round but not this pod Held counts too",
+			reads: []globalRead{
+				cread(0, 3, other, 0),
+				withDelay(cread(3, 4, gToken, 0), 20*time.Second),
+				cread(5, 4, gToken, gToken),
+				cread(10, 5, gToken, gToken),
+			},
+			token: gToken, want: at(0).Add(20*time.Second - m),
+		},
+		{
+			name: "another token's lower delay does not count",
+			reads: []globalRead{
+				withDelay(cread(0, 3, other, 0), 20*time.Second),
+				cread(5, 4, gToken, gToken),
+				cread(10, 5, gToken, gToken),
+			},
+			token: gToken, want: at(0).Add(gDelay - m),
 		},
 		{
 			name:  "no reads",

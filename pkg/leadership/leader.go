@@ -30,8 +30,9 @@ func (e *Elector) setLeader(st *lockv1.DistributedLockStatus) { e.leader.Store(h
 // yet). Like Callbacks.OnNewHolder it may come from a watch event that no read has confirmed,
 // so it is informational: whether this pod leads is Valid(). It is client-go's
 // LeaderElector.GetLeader, except that client-go returns the holder's identity and this
-// returns the pod name (the identity is GetLeaderUID). After Run returns it keeps the last
-// observation. Safe for concurrent use.
+// returns the pod name (the identity is GetLeaderUID). For a Global lock whose term another
+// cluster holds it is "" (no pod of this cluster holds it). After Run returns it keeps the
+// last observation. Safe for concurrent use.
 func (e *Elector) GetLeader() string {
 	if v := e.leader.Load(); v != nil {
 		return v.name
@@ -39,9 +40,10 @@ func (e *Elector) GetLeader() string {
 	return ""
 }
 
-// GetLeaderUID returns the holder's UID (status.holderUID) of the same observation as
-// GetLeader, or "" when GetLeader is "". Compare it with Config.Identity to tell this pod, but
-// decide on Valid(): a holder seen on a watch event is not yet a term.
+// GetLeaderUID returns the holder's UID (status.holderUID; status.globalHolderUID for a Global
+// lock) of the same observation as GetLeader, or "" when GetLeader is "". Compare it with
+// Config.Identity to tell this pod, but decide on Valid(): a holder seen on a watch event is
+// not yet a term.
 func (e *Elector) GetLeaderUID() types.UID {
 	if v := e.leader.Load(); v != nil {
 		return v.uid

@@ -52,6 +52,10 @@ type loop struct {
 	lockUID  types.UID
 	tokenMax map[int32]int64 // highest token seen per slot on this incarnation of the lock
 
+	// global records the consistent reads of a Global lock (global_reads.go); unused for a
+	// lock of scope Cluster.
+	global globalReads
+
 	reported holderKey // last grant passed to OnNewHolder
 	seen     int64     // token of the last grant to this pod an observation showed (logged once)
 	term     *term     // the open term, nil when not leading
@@ -119,11 +123,15 @@ func (l *loop) observe(o observation) {
 		}
 		l.e.readDone(o.sent, leaseOf(o.lock))
 	}
+	// A Global lock is judged by the in-cluster rules with its holder in globalHolderUID, and
+	// by the global bound below.
+	o.lock = inClusterView(o.lock)
 	if o.lock == nil || o.deleted {
 		if o.deleted && !l.accept(o.lock) {
 			return
 		}
 		// No lock, so no holder: a read that finds none is newer than anything seen before it.
+		l.global.clear()
 		l.view = view{}
 		l.e.leader.Store(nil)
 		l.e.setEnding(nil)
@@ -134,6 +142,11 @@ func (l *loop) observe(o observation) {
 	}
 	if !l.accept(o.lock) {
 		return
+	}
+	global := o.lock.Spec.IsGlobal()
+	if global && o.read {
+		// The only place a read enters the global bound: a consistent read, never a watch event.
+		l.global.add(readOf(o.lock, o.sent, l.e.cfg.Identity))
 	}
 	// Every rule below reads the one slot whose term names this pod (slot 0 when none does):
 	// a one-slot lock's whole status, or that slot's view of a lock of several slots.
@@ -186,8 +199,10 @@ func (l *loop) observe(o observation) {
 	}
 	l.e.setRefused(nil)
 	if !o.read {
-		// A watch event never starts or extends a term; it asks for a consistent read now.
-		if l.term == nil {
+		// A watch event never starts or extends a term; it asks for a consistent read now. On a
+		// Global lock it does so also while leading, when it shows a round no consistent read
+		// has shown yet (finding L3): the read that sees it moves the bound.
+		if l.term == nil || (global && l.global.roundAhead(o.lock.UID, st.GlobalRound)) {
 			select {
 			case l.readNow <- struct{}{}:
 			default: // a read is already due
@@ -196,7 +211,19 @@ func (l *loop) observe(o observation) {
 		return
 	}
 	deadline := o.sent.Add(lease - l.e.cfg.margin(lease))
+	if global {
+		var why globalRefusal
+		deadline, why = l.global.validUntil(o.lock.UID, deadline, st.FencingToken, l.e.cfg.Margin)
+		if why != globalOK {
+			l.refuseGlobal(st.FencingToken, why)
+			return
+		}
+	}
 	if now() >= deadline {
+		if global {
+			// The global bound can move earlier (a lower lock delay): it has passed.
+			l.end("global bound passed")
+		}
 		return // confirmed too late to lead; the next read decides
 	}
 	if l.term == nil {
@@ -206,7 +233,25 @@ func (l *loop) observe(o observation) {
 		l.start(st.FencingToken, int(slot), deadline)
 		return
 	}
+	if global {
+		l.bound(deadline)
+		return
+	}
 	l.extend(deadline)
+}
+
+// refuseGlobal applies a refusal of the global bound to the grant of token: an open term ends
+// at once (no release: the pod cannot confirm anything the bound refuses), and readiness fails
+// while the refusal is for good (globalRefusalErr).
+func (l *loop) refuseGlobal(token int64, why globalRefusal) {
+	l.end("global bound: " + why.String())
+	err := globalRefusalErr(why, token)
+	l.e.setRefused(err)
+	if err != nil {
+		l.log.Info("term refused", "token", token, "error", err.Error())
+		return
+	}
+	l.log.V(1).Info("waiting for rounds", "token", token, "why", why.String())
 }
 
 // source names where an observation came from, for logs.
@@ -274,6 +319,13 @@ func (l *loop) extend(deadline instant) {
 	if v := l.e.led.Load(); v != nil && deadline <= v.deadline {
 		return
 	}
+	l.e.led.Store(&termView{token: l.term.token, slot: l.term.slot, deadline: deadline})
+	l.deadline.Reset(deadline.Sub(now()))
+}
+
+// bound sets the open term's deadline, earlier or later: the global bound of a Global lock,
+// which a read showing a lower lock delay moves earlier.
+func (l *loop) bound(deadline instant) {
 	l.e.led.Store(&termView{token: l.term.token, slot: l.term.slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 }

@@ -229,8 +229,13 @@ type recordingTransport struct {
 	r    *reads
 }
 
+// lockGet reports whether req is a consistent read of the lock at path: a GET, not a watch.
+func lockGet(req *http.Request, path string) bool {
+	return req.Method == http.MethodGet && req.URL.Path == path && !req.URL.Query().Has("watch")
+}
+
 func (rt recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || req.URL.Path != rt.r.path || req.URL.Query().Has("watch") {
+	if !lockGet(req, rt.r.path) {
 		return rt.next.RoundTrip(req)
 	}
 	sent := time.Now()
@@ -306,8 +311,12 @@ type harness struct {
 // started by run.
 func newHarness(t testing.TB, leaseSeconds int32) *harness {
 	t.Helper()
-	ns := namespace(t)
-	key := createLock(t, ns, "leader", leaseSeconds)
+	return harnessFor(t, createLock(t, namespace(t), "leader", leaseSeconds))
+}
+
+// harnessFor is the harness of the lock key, with a proxy to the API server.
+func harnessFor(t testing.TB, key client.ObjectKey) *harness {
+	t.Helper()
 	p, err := apiproxy.Start(env.Config, apiproxy.Options{})
 	if err != nil {
 		t.Fatalf("start proxy: %v", err)
@@ -317,7 +326,7 @@ func newHarness(t testing.TB, leaseSeconds int32) *harness {
 			t.Errorf("close proxy: %v", err)
 		}
 	})
-	rs := &reads{path: "/apis/lockwarden.io/v1alpha1/namespaces/" + ns + "/distributedlocks/leader"}
+	rs := &reads{path: "/apis/lockwarden.io/v1alpha1/namespaces/" + key.Namespace + "/distributedlocks/" + key.Name}
 	return &harness{key: key, proxy: p, reads: rs, rec: &recorder{}}
 }
 

@@ -135,6 +135,7 @@ type ResourceLock struct {
 	mismatch error           // the manager's timings differ from the configured ones, guarded by mu
 	gaps     []time.Duration // the recent gaps between renewal rounds, guarded by mu
 	limit    time.Duration
+	global   globalReads // a Global lock's consistent reads (global_reads.go), guarded by mu
 }
 
 var _ resourcelock.Interface = (*ResourceLock)(nil)

@@ -83,6 +83,27 @@ func decideRenewal(lock *lockv1.DistributedLock, g grant, refused error, margin 
 	return renewal{token: st.FencingToken, deadline: deadline}
 }
 
+// capRenewal applies the global bound of a Global lock to the renewal r of a read answered at
+// done: a refusal refuses it (ErrNotGranted while the pod waits for rounds, ErrGlobalRefused
+// for good), and the deadline is the earlier of r's and until, which must still leave
+// t.belief() of validity, as decideRenewal requires of its own.
+func capRenewal(r renewal, until instant, why globalRefusal, t timings, done instant) renewal {
+	if r.err != nil {
+		return r
+	}
+	if why != globalOK {
+		if err := globalRefusalErr(why, r.token); err != nil {
+			return renewal{err: err}
+		}
+		return renewal{err: fmt.Errorf("%w: the global bound: %s (term %d)", ErrNotGranted, why, r.token)}
+	}
+	r.deadline = min(r.deadline, until)
+	if left := r.deadline.Sub(done); left < t.belief() {
+		return renewal{err: fmt.Errorf("%w: %v of global validity left, RenewDeadline + RetryPeriod need %v", errConfirmedLate, left.Round(time.Millisecond), t.belief())}
+	}
+	return r
+}
+
 // String says what t is, for errors.
 func (t timings) String() string {
 	if t.bound {
@@ -113,6 +134,8 @@ func describeStatus(st *lockv1.DistributedLockStatus) string {
 	switch {
 	case st.Phase == "":
 		return "the lock has no status yet"
+	case st.Phase == lockv1.PhaseHeld && st.HolderUID == "" && st.GlobalCluster != "":
+		return fmt.Sprintf("held by cluster %s (global token %d)", st.GlobalCluster, st.FencingToken)
 	case st.Phase == lockv1.PhaseHeld:
 		return fmt.Sprintf("held by %s (token %d)", st.Holder, st.FencingToken)
 	case st.Holder != "":

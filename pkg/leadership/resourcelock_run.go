@@ -156,7 +156,7 @@ func (l *ResourceLock) Release(ctx context.Context) error {
 	if lock == nil {
 		return ErrNotLeading
 	}
-	st := &lock.Status
+	st := &inClusterView(lock).Status
 	if !(view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}).names(l.cfg.Identity, t.token) {
 		return ErrNotLeading
 	}

@@ -111,6 +111,7 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 		l.refuseSlots(lock, sent, err)
 		return nil, renewal{}, err
 	}
+	lock = inClusterView(lock) // a Global lock's holder is status.globalHolderUID
 	g := judge(lock, l.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
 	var refused error
 	if g == grantLead {
@@ -123,6 +124,9 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 		t = timings{} // unknown until an Update's record shows the LeaseDuration
 	}
 	r := decideRenewal(lock, g, refused, margin, t, sent, done, instant(l.notBefore.Load()))
+	if lock != nil && lock.Spec.IsGlobal() {
+		r = l.globalRenewal(lock, r, margin, t, sent, done)
+	}
 	l.readOK.Store(r.err == nil)
 	if provisional && r.err == nil {
 		r = renewal{} // granted, but no term is confirmed under unknown timings
@@ -175,8 +179,10 @@ func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, 
 		return
 	}
 	v := &termView{token: r.token, deadline: r.deadline}
-	if old := l.led.Load(); old != nil && old.token == v.token && old.deadline > v.deadline {
-		v = old // an older read answered late: it does not shorten the term
+	if old := l.led.Load(); old != nil && old.token == v.token && old.deadline > v.deadline && !lock.Spec.IsGlobal() {
+		// An older read answered late: it does not shorten the term. The global bound is
+		// computed from every read so far, so its newest value stands, earlier or not.
+		v = old
 	}
 	l.led.Store(v)
 	if l.last == nil || l.last.token != v.token || l.last.deadline < v.deadline {
@@ -205,6 +211,10 @@ func record(lock *lockv1.DistributedLock, me string, granted bool) *resourcelock
 	switch {
 	case st.Phase == lockv1.PhaseHeld && string(st.HolderUID) == me && granted:
 		rec.HolderIdentity = me
+	case st.Phase == lockv1.PhaseHeld && st.HolderUID == "" && lock.Spec.IsGlobal():
+		// A Global lock's term held by another cluster: no pod here holds it, and client-go
+		// must see the lease taken, not free.
+		rec.HolderIdentity = "lockwarden:cluster/" + st.GlobalCluster
 	case st.Phase == lockv1.PhaseHeld && string(st.HolderUID) != me:
 		rec.HolderIdentity = string(st.HolderUID)
 	case st.Phase == "":
@@ -213,4 +223,15 @@ func record(lock *lockv1.DistributedLock, me string, granted bool) *resourcelock
 		rec.HolderIdentity = "lockwarden:" + string(st.Phase)
 	}
 	return rec
+}
+
+// globalRenewal records a consistent read of a Global lock (view: inClusterView) sent at sent
+// and caps r by the global bound over the reads recorded so far.
+func (l *ResourceLock) globalRenewal(view *lockv1.DistributedLock, r renewal, margin time.Duration, t timings, sent, done instant) renewal {
+	lease := time.Duration(view.Status.TermLeaseSeconds) * time.Second
+	l.mu.Lock()
+	l.global.add(readOf(view, sent, l.cfg.Identity))
+	until, why := l.global.validUntil(view.UID, sent.Add(lease-margin), view.Status.FencingToken, l.e.cfg.Margin)
+	l.mu.Unlock()
+	return capRenewal(r, until, why, t, done)
 }

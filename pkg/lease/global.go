@@ -46,8 +46,8 @@ func NewGlobal(cli *clientv3.Client, prefix string) (*Global, error) {
 	if prefix == "" {
 		prefix = DefaultGlobalPrefix
 	}
-	if strings.HasSuffix(prefix, "/") {
-		return nil, invalidf("global prefix %q must not end in /", prefix)
+	if strings.HasSuffix(prefix, "/") || !strings.HasPrefix(prefix, "/") {
+		return nil, invalidf("global prefix %q must start with / and not end in /: every cluster must name the same keys", prefix)
 	}
 	return &Global{cli: cli, prefix: prefix}, nil
 }

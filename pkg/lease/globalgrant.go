@@ -33,7 +33,7 @@ func (g *Global) Wait(ctx context.Context, name string, basis GlobalView, rec Gl
 
 func (g *Global) wait(ctx context.Context, name string, basis GlobalView, rec GlobalRecord, guard clientv3.Cmp) (int64, error) {
 	rec.Kind = RecordWaiting
-	if err := validateWait(name, basis, rec, guard); err != nil {
+	if err := validateWait(name, g.prefix, basis, rec, guard); err != nil {
 		return 0, err
 	}
 	kPath, tPath := g.GrantPath(name), g.TombstonePath(name)
@@ -54,7 +54,7 @@ func (g *Global) wait(ctx context.Context, name string, basis GlobalView, rec Gl
 }
 
 // validateWait checks Wait's arguments once rec's kind is set.
-func validateWait(name string, basis GlobalView, rec GlobalRecord, guard clientv3.Cmp) error {
+func validateWait(name, prefix string, basis GlobalView, rec GlobalRecord, guard clientv3.Cmp) error {
 	if err := validateGlobalName("global name", name); err != nil {
 		return err
 	}
@@ -64,6 +64,8 @@ func validateWait(name string, basis GlobalView, rec GlobalRecord, guard clientv
 	switch {
 	case basis.Rev <= 0:
 		return invalidf("basis revision %d is not positive: the basis is an Observe", basis.Rev)
+	case basis.Name != name || basis.Prefix != prefix:
+		return invalidf("basis is a read of %q under %q, not of %q under %q: a wait counts from a read of its own name", basis.Name, basis.Prefix, name, prefix)
 	case basis.Held:
 		return invalidf("basis shows the grant held (token %d): a wait counts from a read showing it absent", basis.Token)
 	case basis.TMod > basis.Rev:

@@ -31,7 +31,7 @@ func TestGlobalBadInput(t *testing.T) {
 	gate := etcdtest.NewGate()
 	g, nested := e.gated(t, gate, "/lw-global"), e.gated(t, gate, "/shared/global")
 	ok, no := e.guard, clientv3.Cmp{}
-	basis := lease.GlobalView{Rev: 10}
+	basis := lease.GlobalView{Name: "n", Prefix: g.Prefix(), Rev: 10}
 	rec := record("east", "p", 30)
 	wrec := waiting("east", 30)
 	req := func(mod func(*lease.GlobalGrantRequest)) lease.GlobalGrantRequest {
@@ -65,15 +65,15 @@ func TestGlobalBadInput(t *testing.T) {
 		{"wait no guard", func(c context.Context) error { _, err := g.Wait(c, "n", basis, wrec, no); return err }, "guard compare is empty"},
 		{"wait basis not read", func(c context.Context) error { _, err := g.Wait(c, "n", lease.GlobalView{}, wrec, ok); return err }, "basis revision 0"},
 		{"wait basis held", func(c context.Context) error {
-			_, err := g.Wait(c, "n", lease.GlobalView{Rev: 10, Held: true, Token: 9}, wrec, ok)
+			_, err := g.Wait(c, "n", lease.GlobalView{Name: "n", Prefix: g.Prefix(), Rev: 10, Held: true, Token: 9}, wrec, ok)
 			return err
 		}, "basis shows the grant held"},
 		{"wait basis T after its revision", func(c context.Context) error {
-			_, err := g.Wait(c, "n", lease.GlobalView{Rev: 10, TCreate: 3, TMod: 11}, wrec, ok)
+			_, err := g.Wait(c, "n", lease.GlobalView{Name: "n", Prefix: g.Prefix(), Rev: 10, TCreate: 3, TMod: 11}, wrec, ok)
 			return err
 		}, "after its own revision"},
 		{"wait delay below T's", func(c context.Context) error {
-			_, err := g.Wait(c, "n", lease.GlobalView{Rev: 10, TCreate: 3, TMod: 3, Tomb: lease.GlobalRecord{DelaySeconds: 60}}, wrec, ok)
+			_, err := g.Wait(c, "n", lease.GlobalView{Name: "n", Prefix: g.Prefix(), Rev: 10, TCreate: 3, TMod: 3, Tomb: lease.GlobalRecord{DelaySeconds: 60}}, wrec, ok)
 			return err
 		}, "below the 60 s"},
 		{"wait no object", func(c context.Context) error {
@@ -167,6 +167,9 @@ func TestGlobalBadInput(t *testing.T) {
 	t.Run("NewGlobal", func(t *testing.T) {
 		if _, err := lease.NewGlobal(e.cli, "/x/"); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("NewGlobal(/x/) = %v, want ErrInvalid", err)
+		}
+		if _, err := lease.NewGlobal(e.cli, "x"); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("NewGlobal(x) = %v, want ErrInvalid: without its leading / it names other keys than /x", err)
 		}
 		if _, err := lease.NewGlobal(nil, "/x"); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("NewGlobal(nil) = %v, want ErrInvalid", err)

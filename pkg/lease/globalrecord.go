@@ -42,6 +42,9 @@ type GlobalRecord struct {
 
 // GlobalView is one linearizable read of K and T at one revision (one Txn with two Gets).
 type GlobalView struct {
+	// Name is the global name read, and Prefix the global prefix it was read under: Wait
+	// refuses a basis of another name or prefix (review rev-eng).
+	Name, Prefix string
 	// Rev is the header revision of the read: the state shown existed at Rev.
 	Rev int64
 	// ReceivedAt is clock.Now() taken right after the answer arrived, never before (L5):
@@ -82,10 +85,13 @@ func (g *Global) observe(ctx context.Context, name string) (GlobalView, error) {
 	if err != nil {
 		return GlobalView{}, err
 	}
-	v := GlobalView{Rev: resp.Header.Revision, ReceivedAt: received}
+	v := GlobalView{Name: name, Prefix: g.prefix, Rev: resp.Header.Revision, ReceivedAt: received}
 	if k := onlyKV(resp.Responses[0].GetResponseRange().Kvs); k != nil {
 		if v.Grant, err = decodeGlobalRecord(kPath, k.Value); err != nil {
 			return GlobalView{}, err
+		}
+		if v.Grant.Kind != RecordGrant {
+			return GlobalView{}, fmt.Errorf("record of %s has kind %q: a grant key holds a %q record only", kPath, v.Grant.Kind, RecordGrant)
 		}
 		v.Held, v.Token, v.Lease = true, k.CreateRevision, clientv3.LeaseID(k.Lease)
 	}
@@ -106,7 +112,9 @@ func onlyKV(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
 	return nil
 }
 
-// decodeGlobalRecord parses the record stored under key.
+// decodeGlobalRecord parses the record stored under key, and checks it as a write is
+// checked: a record written by another version or by hand that lacks its delay, cluster or
+// object is an error, never a record that reads as a zero delay (review rev-eng).
 func decodeGlobalRecord(key string, b []byte) (GlobalRecord, error) {
 	var r GlobalRecord
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -114,6 +122,9 @@ func decodeGlobalRecord(key string, b []byte) (GlobalRecord, error) {
 	}
 	if r.Kind != RecordGrant && r.Kind != RecordWaiting {
 		return GlobalRecord{}, fmt.Errorf("record of %s has kind %q, want %q or %q", key, r.Kind, RecordGrant, RecordWaiting)
+	}
+	if err := r.validate(); err != nil {
+		return GlobalRecord{}, fmt.Errorf("record of %s is incomplete: %w", key, err)
 	}
 	return r, nil
 }

@@ -59,7 +59,9 @@ type lockConfig struct {
 // (its --max-txn-ops, 128 by default; WithMaxTxnOps): a lock's operations
 // take up to that less the engine's own 5 compares (123 at 128), a slot's
 // grant (AcquireSlot, TryAcquireSlot) about half that, since it repeats them
-// in a nested transaction (60 at 128). More fail with ErrInvalid before
+// in a nested transaction: at a limit of M, (M-8)/2 for AcquireSlot and
+// (M-7)/2 for TryAcquireSlot, rounded down (60 at 128; at 8, a slot's grant
+// takes no guards). More fail with ErrInvalid, saying how many fit, before
 // anything is sent.
 func WithGuard(cmps ...clientv3.Cmp) LockOption {
 	return func(c *lockConfig) { c.guards = append(c.guards, cmps...) }
@@ -81,17 +83,25 @@ const engineCmps = 5
 
 // lockConfig applies opts and checks them: the record must be valid JSON,
 // and the guards must fit in one transaction with the engine's own compares,
-// so that etcd never refuses a transaction for its size.
+// so that etcd never refuses a transaction for its size. A slot's grant
+// fits fewer (checkSlotGuards).
 func (e *Engine) lockConfig(opts []LockOption) (lockConfig, error) {
-	var c lockConfig
-	for _, o := range opts {
-		o(&c)
-	}
-	if err := validateRecord(c.record); err != nil {
+	c, err := applyLockOptions(opts)
+	if err != nil {
 		return c, err
 	}
 	if n := len(c.guards); n+engineCmps > e.maxTxnOps {
 		return c, invalidf("%d guard compares and the engine's %d exceed the %d operations per transaction", n, engineCmps, e.maxTxnOps)
 	}
 	return c, nil
+}
+
+// applyLockOptions applies opts and checks the record, which must be valid
+// JSON.
+func applyLockOptions(opts []LockOption) (lockConfig, error) {
+	var c lockConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c, validateRecord(c.record)
 }

@@ -44,12 +44,14 @@ func (s *Session) acquireSlot(ctx context.Context, name, holder string, n int, o
 	if err := validateHolder(holder); err != nil {
 		return nil, err
 	}
-	cfg, err := s.eng.lockConfig(opts)
+	// A slot's grant fits fewer guards than lockConfig allows: its own check
+	// comes instead, and says how many fit.
+	cfg, err := applyLockOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	if g := len(cfg.guards); !slotGuardsFit(g, s.eng.maxTxnOps) {
-		return nil, invalidf("%d guard compares (twice: in the compares and the nested transaction) and the slot grant's %d operations exceed the %d operations per transaction", g, slotCmps+2, s.eng.maxTxnOps)
+	if err := checkSlotGuards(len(cfg.guards), wait, s.eng.maxTxnOps); err != nil {
+		return nil, err
 	}
 	if r := semReadOps(n); r > s.eng.maxTxnOps {
 		return nil, invalidf("reading %d slots takes %d operations, above the %d per transaction", n, r, s.eng.maxTxnOps)

@@ -100,27 +100,56 @@ func TestSemReadOps(t *testing.T) {
 	}
 }
 
-// slotGuardsFit: etcd checks the Else branch's nested transaction (the
-// guards again) against what the grant's slotCmps+g compares left (review
-// mx2): 2g+slotCmps <= maxOps, and slotCmps+2+g <= maxOps without guards.
+// slotGuardsFit: etcd counts the most of a grant's compares, Then ops and
+// Else ops (they do not add up), and checks the Else branch's nested
+// transaction (the guards again) against what that left (review mx2, mx3):
+// cmps+g <= maxOps, and 2g+cmps <= maxOps with guards. TestReviewMx3SlotGuardsMatchEtcd
+// checks the same on an etcd of each limit.
 func TestSlotGuardsFit(t *testing.T) {
 	for _, tc := range []struct {
-		g, maxOps int
-		want      bool
+		g, cmps, maxOps int
+		want            bool
 	}{
-		{0, 128, true},
-		{60, 128, true},
-		{61, 128, false},
-		{118, 128, false}, // accepted before review mx2; etcd refused the grant
-		{0, 10, true},
-		{0, 9, false},
-		{1, 10, false},
-		{1, 11, true},
-		{2, 12, true},
-		{3, 13, false},
+		{0, waitSlotCmps, 128, true},
+		{60, waitSlotCmps, 128, true},
+		{61, waitSlotCmps, 128, false},
+		{60, trySlotCmps, 128, true},
+		{61, trySlotCmps, 128, false},
+		{118, waitSlotCmps, 128, false}, // accepted before review mx2; etcd refused the grant
+		{0, waitSlotCmps, 8, true},      // refused before review mx3 (the Then ops added to the compares)
+		{0, trySlotCmps, 8, true},
+		{1, trySlotCmps, 8, false},
+		{0, waitSlotCmps, 9, true}, // refused before review mx3
+		{1, waitSlotCmps, 9, false},
+		{1, trySlotCmps, 9, true}, // 8 compares, and 1 left for the nested one
+		{2, trySlotCmps, 9, false},
+		{1, waitSlotCmps, 10, true}, // refused before review mx3
+		{2, waitSlotCmps, 10, false},
+		{2, waitSlotCmps, 12, true},
+		{3, waitSlotCmps, 13, false},
+		{3, trySlotCmps, 13, true},
+		{0, waitSlotCmps, 7, false}, // below the engine's minimum: not even the compares
 	} {
-		if got := slotGuardsFit(tc.g, tc.maxOps); got != tc.want {
-			t.Errorf("slotGuardsFit(%d, %d) = %v, want %v", tc.g, tc.maxOps, got, tc.want)
+		if got := slotGuardsFit(tc.g, tc.cmps, tc.maxOps); got != tc.want {
+			t.Errorf("slotGuardsFit(%d, %d, %d) = %v, want %v", tc.g, tc.cmps, tc.maxOps, got, tc.want)
 		}
+	}
+}
+
+// slotGuardsMost is the largest g that slotGuardsFit accepts, and every
+// smaller g fits too.
+func TestSlotGuardsMost(t *testing.T) {
+	for _, cmps := range []int{trySlotCmps, waitSlotCmps} {
+		for maxOps := 1; maxOps <= 300; maxOps++ {
+			most := slotGuardsMost(cmps, maxOps)
+			for g := 0; g <= maxOps+1; g++ {
+				if fit := slotGuardsFit(g, cmps, maxOps); fit != (g <= most) {
+					t.Fatalf("slotGuardsFit(%d, %d, %d) = %v, but slotGuardsMost(%d, %d) = %d", g, cmps, maxOps, fit, cmps, maxOps, most)
+				}
+			}
+		}
+	}
+	if got := slotGuardsMost(waitSlotCmps, 128); got != 60 {
+		t.Errorf("slotGuardsMost(%d, 128) = %d, want 60 (WithGuard's doc)", waitSlotCmps, got)
 	}
 }

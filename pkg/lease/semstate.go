@@ -183,21 +183,6 @@ func (s *Session) readSem(ctx context.Context, name string, n int, entry string,
 	return s.eng.parseSem(name, n, rev, resp), nil
 }
 
-// slotCmps is the number of compares of a slot's grant without guards
-// (semaphore.go); with its two operations (three with the tombstone) it
-// bounds the guards a caller may add.
-const slotCmps = 8
-
-// slotGuardsFit reports whether g guard compares fit in a slot's grant under
-// maxOps operations per transaction. etcd (v3rpc checkTxnRequest) counts the
-// larger of a transaction's compares and ops, slotCmps+g here (bounded, as
-// before, with the grant's two operations on top), and checks each nested
-// transaction against what the outer one left: the Else branch repeats the
-// guards in one (grantSlot), so they must fit in maxOps-(slotCmps+g) too.
-func slotGuardsFit(g, maxOps int) bool {
-	return g+slotCmps+2 <= maxOps && (g == 0 || g <= maxOps-(slotCmps+g))
-}
-
 // grantSlot sends the grant of slot i (semaphore.go's transaction) with
 // value v, from the read st; the waiter's entry is at entry with
 // CreateRevision rev, or entry is "" for TryAcquireSlot; the call's tombstone
