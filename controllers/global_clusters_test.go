@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -423,15 +424,9 @@ func (sc *scenario) takenOver(t *testing.T, timeout time.Duration) (token int64,
 // TestGlobalTwoClusters runs the two-cluster scenarios on one second control plane.
 func TestGlobalTwoClusters(t *testing.T) {
 	second := secondControlPlane(t)
-	t.Run("first grant", func(t *testing.T) {
-		east, west := twoClusters(t, second)
-		pods := map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}
-		east.lock("g", "g", "first.example.com")
-		west.lock("g", "g", "first.example.com")
-		w := watchGlobal(t, east, west, "g")
-		east.start()
-		west.start()
-		holder, other, token := firstHolder(t, east, west, "g", pods)
+	t.Run("first grant, then the holder's lock deleted", func(t *testing.T) {
+		sc := startScenario(t, second, "first.example.com")
+		holder, other, token := sc.holder, sc.other, sc.t1
 		// Rounds go on in the holder cluster; the other keeps publishing the same term.
 		l := waitSide(t, holder, "g", 3*globalL, "rounds go on", func(st *lockv1.DistributedLockStatus) bool { return st.GlobalRound >= 5 })
 		if l.Status.FencingToken != token || l.Status.HolderUID != "" {
@@ -440,7 +435,24 @@ func TestGlobalTwoClusters(t *testing.T) {
 		if o, err := other.get("g"); err != nil || !heldElsewhere(holder.name, token)(&o.Status) || o.Status.GlobalRound != 0 {
 			t.Errorf("%s: want held elsewhere with token %d and no round: %v %s", other.name, token, err, describeGlobal(&o.Status))
 		}
-		w.finish()
+		// Deleting the holder's lock ends the term: Releasing, D, the guarded delete of K,
+		// and only then is the lock gone (its finalizer, which the manager set, dropped).
+		if err := holder.c.Delete(bg(), l); err != nil {
+			t.Fatalf("delete the holder's lock: %v", err)
+		}
+		waitSide(t, holder, "g", 5*time.Second, "Releasing", func(st *lockv1.DistributedLockStatus) bool {
+			c := meta.FindStatusCondition(st.Conditions, lockv1.ConditionHeld)
+			return st.Phase == lockv1.PhaseReleasing && c != nil && c.Reason == lockv1.ReasonDeleted
+		})
+		releasing := time.Now()
+		eventually(t, globalD+5*time.Second, func() bool {
+			_, err := holder.get("g")
+			return apierrors.IsNotFound(err)
+		}, func() string { return holder.name + ": the deleted lock is still there" })
+		if gone := time.Since(releasing); gone < globalD-watchLag {
+			t.Errorf("%s: the deleted lock was gone %v after Releasing; want at least D = %v", holder.name, gone, globalD)
+		}
+		sc.w.finish()
 	})
 
 	t.Run("a taken cluster name is refused", func(t *testing.T) {

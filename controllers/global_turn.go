@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -62,7 +63,15 @@ func (r *GlobalReconciler) reconcileNamed(ctx context.Context, nn types.Namespac
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
 	}
-	at := clock.Now() // the read's reception: evidence of the round it shows (R1)
+	if lock.DeletionTimestamp == nil && controllerutil.AddFinalizer(&lock, Finalizer) {
+		// Before any grant, as the in-cluster reconciler does: deleting a lock that holds the
+		// global term then ends it (Releasing, D, the guarded delete) and frees the grant at
+		// once instead of after its lease lapses. The update's answer is the turn's lock.
+		if err := r.Client.Update(ctx, &lock); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err) // a conflict: the caller requeues
+		}
+	}
+	at := clock.Now() // the read's (or update's) reception: evidence of the round it shows (R1)
 	r.mem.update(key, lock.UID, func(o *globalObject) { o.saw(lock.Status.GlobalRound, at) })
 	t := &globalTurn{r: r, key: key, lock: &lock, apiOK: true}
 	if err := t.gatherLocal(ctx); err != nil {
