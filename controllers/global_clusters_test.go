@@ -455,6 +455,28 @@ func TestGlobalTwoClusters(t *testing.T) {
 		sc.w.finish()
 	})
 
+	t.Run("clusterPreference holds a less preferred cluster back", func(t *testing.T) {
+		east, west := twoClusters(t, second)
+		pe, pw := east.pod("p-east", "g"), west.pod("p-west", "g")
+		prefer := func(s *lockv1.DistributedLockSpec) {
+			globalLock("pref.example.com")(s)
+			s.LeaseDurationSeconds = 12 // P0 = 4 s: east holds back 4 s from seeing the grant free
+			s.ClusterPreference = []string{"west", "east"}
+		}
+		controllertest.CreateLock(t, east.c, east.ns, "g", "g", prefer)
+		controllertest.CreateLock(t, west.c, west.ns, "g", "g", prefer)
+		w := watchGlobal(t, east, west, "g")
+		east.start() // first: without the preference it would take the grant
+		time.Sleep(time.Second)
+		west.start()
+		l := waitSide(t, west, "g", 15*time.Second, "the preferred cluster holds", heldHereBy(pw))
+		waitSide(t, east, "g", 10*time.Second, "held elsewhere", heldElsewhere("west", l.Status.FencingToken))
+		if el, err := east.get("g"); err != nil || el.Status.GlobalHolderUID == pe.UID {
+			t.Errorf("east: %v %s", err, describeGlobal(&el.Status))
+		}
+		w.finish()
+	})
+
 	t.Run("a taken cluster name is refused", func(t *testing.T) {
 		east, west := twoClusters(t, second)
 		if _, err := controllers.RegisterCluster(bg(), east.c, east.global, "east", east.backend.Engine.Prefix()); err != nil {

@@ -48,6 +48,10 @@ type globalObject struct {
 	tomb       tombstoneWrite
 	rivalMod   int64
 	rivalSince clock.Instant
+	// freeMod and freeAt: the grant was first seen free with T at ModRevision freeMod (0:
+	// never written) at freeAt (spec.clusterPreference counts from it); 0 while K is held.
+	freeMod int64
+	freeAt  clock.Instant
 	// deletedToken: this process's guarded Delete of its own grant with this token was
 	// acknowledged (R8's condition; 0: none).
 	deletedToken int64

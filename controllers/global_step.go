@@ -28,6 +28,8 @@ type globalInput struct {
 	uid     types.UID
 	// contender: the lock is the oldest object in this cluster with its globalName (F2).
 	contender bool
+	// preference is spec.clusterPreference.
+	preference []string
 	// deleting, suspend: the lock is being deleted, spec.suspend is set.
 	deleting, suspend bool
 	// ownDelay is the lock's effective delay D; period is P0 = L/3; leaseTTL is G = L.
@@ -244,6 +246,9 @@ func decideGlobalFree(in globalInput) globalStep {
 			why: fmt.Sprintf("R8: this process deleted its own token %d and T still holds it", m.deletedToken)}
 	}
 	if mayGrant && v.TCreate == 0 {
+		if left := preferenceLeft(in); left > 0 {
+			return globalStep{verb: gIdle, after: left, why: "clusterPreference: a more preferred cluster may take the first grant"}
+		}
 		return globalStep{verb: gGrant, basis: lease.GrantFirst, delay: own, why: "R6': T was never written"}
 	}
 	reason, wantPhase := freeReason(in)
@@ -258,6 +263,9 @@ func decideGlobalFree(in globalInput) globalStep {
 	tk := decideTakeover(takeoverFrom(in))
 	switch tk.verb {
 	case takeTombstone:
+		if left := preferenceLeft(in); left > 0 && !in.mem.tomb.sent {
+			return globalStep{verb: gIdle, after: left, why: "clusterPreference: a more preferred cluster may start its wait first"}
+		}
 		return globalStep{verb: gWaitRecord, rev: tk.basis, delay: max(own, v.Tomb.DelaySeconds), why: fmt.Sprintf("R7.2: wait from revision %d", tk.basis)}
 	case takeGrant:
 		return globalStep{verb: gGrant, basis: lease.GrantTakeover, rev: tk.tombRev, delay: own, why: fmt.Sprintf("R7.3: the wait passed; T still at %d", tk.tombRev)}
@@ -268,6 +276,26 @@ func decideGlobalFree(in globalInput) globalStep {
 		return globalStep{verb: gIdle, after: tk.wait, why: "R7: " + tk.verb.String()}
 	}
 	return globalStep{verb: gObserve, after: globalObserveSoon, why: "R7: " + tk.verb.String()}
+}
+
+// preferenceLeft is how much longer this cluster holds back from a free grant because of
+// spec.clusterPreference (liveness only: waiting longer before a first grant or a waiting
+// record never makes a grant sooner). A cluster at place i of the list (from 0), or after
+// it when unlisted, holds back i round periods from when this process first saw the grant
+// free (freeAt): a more preferred cluster with a candidate starts its wait first, and this
+// one then yields to its waiting record (R7.4). Without a list, or first in it: nothing.
+func preferenceLeft(in globalInput) time.Duration {
+	if len(in.preference) == 0 || in.mem.freeAt == 0 {
+		return 0
+	}
+	rank := len(in.preference)
+	for i, c := range in.preference {
+		if c == in.cluster.Name {
+			rank = i
+			break
+		}
+	}
+	return time.Duration(rank)*in.period - in.now.Sub(in.mem.freeAt)
 }
 
 // freeReason is the Held condition's reason, and the phase, of a lock with no term.

@@ -80,6 +80,38 @@ func TestDecideGlobal(t *testing.T) {
 		}},
 		{"deleted with no term: let it go", func(in *globalInput) { in.deleting = true }, gDropFinalizer, nil},
 
+		// spec.clusterPreference: liveness only, it holds a less preferred cluster back.
+		{"preferred second, free for 1 s: hold back the first grant one round period", func(in *globalInput) {
+			in.preference, in.mem.freeAt = []string{"west", "east"}, ts(99)
+		}, gIdle, func(t *testing.T, s globalStep) {
+			if s.after != time.Second {
+				t.Errorf("after %v; want 1s (99 s + 1 x 2 s - 100 s)", s.after)
+			}
+		}},
+		{"preferred second, free for 3 s: grant", func(in *globalInput) {
+			in.preference, in.mem.freeAt = []string{"west", "east"}, ts(97)
+		}, gGrant, nil},
+		{"preferred first: grant at once", func(in *globalInput) {
+			in.preference, in.mem.freeAt = []string{"east", "west"}, ts(99.9)
+		}, gGrant, nil},
+		{"not listed: after every listed cluster", func(in *globalInput) {
+			in.preference, in.mem.freeAt = []string{"west", "north"}, ts(97)
+		}, gIdle, func(t *testing.T, s globalStep) {
+			if s.after != time.Second {
+				t.Errorf("after %v; want 1s (97 s + 2 x 2 s - 100 s)", s.after)
+			}
+		}},
+		{"preferred second: the waiting record waits too", func(in *globalInput) {
+			withTomb(in, 30, grantRec(west, "w-obj", "w-pod", 12))
+			in.preference, in.mem.freeAt = []string{"west", "east"}, ts(99.5)
+		}, gIdle, nil},
+		{"preferred second, its own wait standing: no further hold-back", func(in *globalInput) {
+			withTomb(in, 41, waitRec(east, "obj", 12))
+			in.view.Rev = 45
+			in.preference, in.mem.freeAt = []string{"west", "east"}, ts(99.5)
+			in.mem.tomb = tombstoneWrite{sent: true, basis: 40, basisAt: ts(80), answered: true, held: true, rev: 41}
+		}, gGrant, nil},
+
 		// K absent, T written: R7 and R8.
 		{"another cluster's grant gone: write the waiting record, carrying the larger delay (R7.1, R7.2)", func(in *globalInput) {
 			withTomb(in, 30, grantRec(west, "w-obj", "w-pod", 20))

@@ -130,6 +130,14 @@ func (t *globalTurn) observe(ctx context.Context) error {
 		return err
 	}
 	t.view = v
+	t.r.mem.update(t.key, t.lock.UID, func(o *globalObject) {
+		switch {
+		case v.Held:
+			o.freeMod, o.freeAt = 0, 0
+		case o.freeAt == 0 || o.freeMod != v.TMod:
+			o.freeMod, o.freeAt = v.TMod, v.ReceivedAt
+		}
+	})
 	if v.TCreate != 0 && v.Tomb.Kind == lease.RecordWaiting && v.Tomb.Cluster.UID != t.r.Cluster.UID {
 		t.r.mem.update(t.key, t.lock.UID, func(o *globalObject) {
 			if o.rivalMod != v.TMod {
@@ -176,7 +184,7 @@ func (t *globalTurn) input() globalInput {
 	lease := time.Duration(l.Spec.LeaseDurationSeconds) * time.Second
 	return globalInput{
 		now: clock.Now(), owner: t.r.Election.Valid(), apiOK: t.apiOK,
-		cluster: t.r.Cluster, uid: l.UID, contender: t.contender,
+		cluster: t.r.Cluster, uid: l.UID, contender: t.contender, preference: l.Spec.ClusterPreference,
 		deleting: l.DeletionTimestamp != nil, suspend: l.Spec.Suspend,
 		ownDelay: seconds(l.Spec.EffectiveLockDelaySeconds()), period: lease / 3, leaseTTL: lease,
 		view: t.view, pub: publishedOf(&l.Status), candidate: t.candidate, holderEnd: t.holderEnd,
