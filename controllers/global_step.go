@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -180,7 +181,8 @@ func decideGlobalHolder(in globalInput) globalStep {
 	case in.suspend:
 		reason = lockv1.ReasonSuspended
 	case reason == "" && heldHere && p.phase == lockv1.PhaseReleasing:
-		reason = p.heldReason // a term this process (or an earlier one) started ending
+		// A term this process (or an earlier one) started ending: it never returns to Held.
+		reason = cmp.Or(p.heldReason, lockv1.ReasonNoHolder)
 	case reason == "" && m.releasingToken == t:
 		reason = m.releasingReason // once Releasing, the term ends: it never returns to Held
 	}

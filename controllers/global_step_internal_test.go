@@ -305,6 +305,15 @@ func TestDecideGlobal(t *testing.T) {
 			in.pub.phase, in.pub.delay = lockv1.PhaseReleasing, 30
 			in.mem.releasingToken, in.mem.releasingAt = gTok, ts(80)
 		}, gIdle, nil},
+		{"Releasing published without a reason: still Releasing, never back to Held", func(in *globalInput) {
+			ownHeld(in)
+			in.pub.phase, in.pub.heldReason = lockv1.PhaseReleasing, ""
+			in.mem = globalObject{uid: "obj", seen: true, seenRound: 4, seenAt: ts(99.8), confirm: confirmation{sent: ts(99.9), done: true, held: true, token: gTok}}
+		}, gWriteRound, func(t *testing.T, s globalStep) {
+			if !s.releasing || s.reason == "" {
+				t.Errorf("releasing %v reason %q; want Releasing with a reason", s.releasing, s.reason)
+			}
+		}},
 		{"Releasing published by an earlier process: the delay starts with this one's first acknowledged round", func(in *globalInput) {
 			ownHeld(in)
 			in.pub.phase, in.pub.heldReason = lockv1.PhaseReleasing, lockv1.ReasonHolderGone

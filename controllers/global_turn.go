@@ -174,8 +174,12 @@ func (t *globalTurn) holderEndOf(ctx context.Context, g lease.GlobalRecord) stri
 		return ""
 	case string(live.UID) != g.HolderUID:
 		return lockv1.ReasonHolderGone
+	case !selects(t.lock, &live):
+		return lockv1.ReasonSelectorChanged
+	case !eligibility.Eligible(&live):
+		return lockv1.ReasonHolderNotReady
 	}
-	return lockv1.ReasonSelectorChanged
+	return "" // selected and eligible, not yet in the cache's list
 }
 
 // input is decideGlobal's input now.
