@@ -390,10 +390,13 @@ type scenario struct {
 	t1            int64 // the first grant's token
 }
 
-func startScenario(t *testing.T, second plane, globalName string) *scenario {
+func startScenario(t *testing.T, second plane, globalName string, more ...func(east, west *clusterSide)) *scenario {
 	t.Helper()
 	east, west := twoClusters(t, second)
 	sc := &scenario{east: east, west: west, pods: map[string]*corev1.Pod{"east": east.pod("p-east", "g"), "west": west.pod("p-west", "g")}}
+	for _, f := range more {
+		f(east, west)
+	}
 	east.lock("g", "g", globalName)
 	west.lock("g", "g", globalName)
 	sc.grants = watchGrant(t, east, globalName)
@@ -536,6 +539,38 @@ func TestGlobalTwoClusters(t *testing.T) {
 			o, err2 := other.get("g")
 			return err1 == nil && err2 == nil && heldElsewhere(other.name, t2)(&h.Status) && heldHereBy(sc.pods[other.name])(&o.Status) && o.Status.FencingToken == t2
 		}, func() string { return "exactly one cluster holds the lock with token " + fmt.Sprint(t2) })
+		sc.w.finish()
+	})
+
+	t.Run("holder pod deleted, a local candidate left: succession in the cluster (R8)", func(t *testing.T) {
+		// A second candidate in each cluster, Ready a little later (FirstReady would pick it
+		// otherwise as soon as the first).
+		var second2 map[string]*corev1.Pod
+		sc := startScenario(t, second, "succ.example.com", func(east, west *clusterSide) {
+			time.Sleep(1100 * time.Millisecond)
+			second2 = map[string]*corev1.Pod{"east": east.pod("q-east", "g"), "west": west.pod("q-west", "g")}
+		})
+		holder, other := sc.holder, sc.other
+		if err := holder.c.Delete(bg(), sc.pods[holder.name], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatalf("delete the holder pod: %v", err)
+		}
+		waitSide(t, holder, "g", 5*time.Second, "Releasing", func(st *lockv1.DistributedLockStatus) bool {
+			return st.Phase == lockv1.PhaseReleasing && st.FencingToken == sc.t1
+		})
+		releasing := time.Now()
+		l := waitSide(t, holder, "g", globalD+8*time.Second, "succession to the local candidate", heldHereBy(second2[holder.name]))
+		t2 := l.Status.FencingToken
+		if t2 <= sc.t1 {
+			t.Fatalf("the succession's token %d is not above %d", t2, sc.t1)
+		}
+		deleted, granted := sc.grants.gapBefore(t, t2)
+		if gap := deleted.Sub(releasing); gap < globalD-watchLag {
+			t.Errorf("%s deleted K %v after it published Releasing; want at least D = %v", holder.name, gap, globalD)
+		}
+		if gap := granted.Sub(deleted); gap > 2*time.Second {
+			t.Errorf("the succession came %v after K was deleted; R8 needs no wait", gap)
+		}
+		waitSide(t, other, "g", 5*time.Second, "publishes the successor's term", heldElsewhere(holder.name, t2))
 		sc.w.finish()
 	})
 

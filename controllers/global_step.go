@@ -40,7 +40,8 @@ type globalInput struct {
 	view lease.GlobalView
 	// pub is the status as read (or as this process's last write of it returned).
 	pub publishedTerm
-	// candidate: an eligible local candidate, by strategy (nil: none).
+	// candidate: an eligible local candidate, by strategy (nil: none); never the holder of
+	// K when K is this object's (its term is the one ending).
 	candidate *candidateRef
 	// holderEnd: for a grant of this object's, why its holder's term must end ("" none).
 	holderEnd string
@@ -84,7 +85,9 @@ const (
 	gWriteRound
 	// gRenew: send one keepalive of K's lease (R4).
 	gRenew
-	// gDelete: delete K by its token (the term ended: the delay passed since Releasing).
+	// gDelete: delete K by its token (the term ended: the delay passed since Releasing);
+	// with step.basis GrantSuccession, grant the candidate by R8 once the delete is
+	// acknowledged, comparing T still at step.rev (the deleted token).
 	gDelete
 	// gGrant: grant the candidate by step.basis, comparing step.rev, carrying step.delay.
 	gGrant
@@ -190,7 +193,14 @@ func decideGlobalHolder(in globalInput) globalStep {
 	endDelay := termEndDelay(in)
 	if m.releasingToken == t && m.releasingAt != 0 {
 		if left := endDelay - in.now.Sub(m.releasingAt); left <= 0 {
-			return globalStep{verb: gDelete, why: fmt.Sprintf("the delay %v passed since Releasing was acknowledged", endDelay)}
+			s := globalStep{verb: gDelete, why: fmt.Sprintf("the delay %v passed since Releasing was acknowledged", endDelay)}
+			if mayGrantHere(in) && v.TMod == t && v.Tomb.Kind == lease.RecordGrant && v.Tomb.Cluster.UID == in.cluster.UID && v.Tomb.Object == string(in.uid) {
+				// R8 right after the acknowledged delete, before another cluster's waiting
+				// record can land in T (the grant compares T still at t).
+				s.basis, s.rev, s.delay = lease.GrantSuccession, t, max(seconds32(in.ownDelay), v.Tomb.DelaySeconds)
+				s.why += "; then R8 to " + in.candidate.name
+			}
+			return s
 		}
 	}
 	renew := mayRenewGrant(renewInput{
@@ -240,7 +250,7 @@ func decideGlobalFree(in globalInput) globalStep {
 	if in.deleting {
 		return globalStep{verb: gDropFinalizer, why: "deleted, and no term is held"}
 	}
-	mayGrant := in.apiOK && in.contender && !in.suspend && in.candidate != nil
+	mayGrant := mayGrantHere(in)
 	own := seconds32(in.ownDelay)
 	if mayGrant && m.deletedToken != 0 && v.TCreate != 0 && v.TMod == m.deletedToken && v.Tomb.Kind == lease.RecordGrant &&
 		v.Tomb.Cluster.UID == in.cluster.UID && v.Tomb.Object == string(in.uid) {
@@ -298,6 +308,12 @@ func preferenceLeft(in globalInput) time.Duration {
 		}
 	}
 	return time.Duration(rank)*in.period - in.now.Sub(in.mem.freeAt)
+}
+
+// mayGrantHere: this cluster may make a grant of the lock now (R4': the election is valid,
+// checked first, and the API server answered this turn), to its candidate.
+func mayGrantHere(in globalInput) bool {
+	return in.apiOK && in.contender && !in.suspend && !in.deleting && in.candidate != nil
 }
 
 // freeReason is the Held condition's reason, and the phase, of a lock with no term.

@@ -300,6 +300,47 @@ func TestDecideGlobal(t *testing.T) {
 			in.pub.phase, in.pub.heldReason = lockv1.PhaseReleasing, lockv1.ReasonHolderGone
 			in.mem.releasingToken, in.mem.releasingAt = gTok, ts(88)
 		}, gDelete, nil},
+		{"Releasing acknowledged D ago, a local candidate: delete, then R8 at once", func(in *globalInput) {
+			ownHeld(in)
+			in.pub.phase, in.pub.heldReason = lockv1.PhaseReleasing, lockv1.ReasonHolderGone
+			in.mem.releasingToken, in.mem.releasingAt = gTok, ts(88)
+			in.candidate = &candidateRef{name: "p2", uid: "pod-2"}
+		}, gDelete, func(t *testing.T, s globalStep) {
+			if s.basis != lease.GrantSuccession || s.rev != gTok || s.delay != 12 {
+				t.Errorf("then %v rev %d delay %d; want succession comparing T at %d, delay 12", s.basis, s.rev, s.delay, gTok)
+			}
+		}},
+		{"Releasing acknowledged D ago, no candidate: delete only", func(in *globalInput) {
+			ownHeld(in)
+			in.pub.phase = lockv1.PhaseReleasing
+			in.mem.releasingToken, in.mem.releasingAt = gTok, ts(88)
+			in.candidate = nil
+		}, gDelete, func(t *testing.T, s globalStep) {
+			if s.rev != 0 {
+				t.Errorf("then a grant comparing %d; want none", s.rev)
+			}
+		}},
+		{"Releasing acknowledged D ago, suspended: delete only", func(in *globalInput) {
+			ownHeld(in)
+			in.pub.phase, in.suspend = lockv1.PhaseReleasing, true
+			in.mem.releasingToken, in.mem.releasingAt = gTok, ts(88)
+			in.candidate = &candidateRef{name: "p2", uid: "pod-2"}
+		}, gDelete, func(t *testing.T, s globalStep) {
+			if s.rev != 0 {
+				t.Errorf("then a grant comparing %d; want none", s.rev)
+			}
+		}},
+		{"Releasing acknowledged D ago, T moved on (another record since the grant): delete only", func(in *globalInput) {
+			ownHeld(in)
+			in.pub.phase = lockv1.PhaseReleasing
+			in.view.TMod, in.view.Tomb = gTok+3, waitRec(west, "w-obj", 12)
+			in.mem.releasingToken, in.mem.releasingAt = gTok, ts(88)
+			in.candidate = &candidateRef{name: "p2", uid: "pod-2"}
+		}, gDelete, func(t *testing.T, s globalStep) {
+			if s.rev != 0 {
+				t.Errorf("then a grant comparing %d; want none", s.rev)
+			}
+		}},
 		{"the delete waits the larger of the published delay and K's", func(in *globalInput) {
 			ownHeld(in)
 			in.pub.phase, in.pub.delay = lockv1.PhaseReleasing, 30

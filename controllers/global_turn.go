@@ -44,9 +44,8 @@ type globalTurn struct {
 	lock  *lockv1.DistributedLock // read uncached; each status write leaves its answer here
 	apiOK bool                    // the uncached read of this turn answered (R4'(b))
 
-	contender bool          // the oldest lock of its globalName here (F2)
-	pods      []corev1.Pod  // the candidates, from the cache
-	candidate *candidateRef // the candidate chosen by strategy, nil if none is eligible
+	contender bool         // the oldest lock of its globalName here (F2)
+	pods      []corev1.Pod // the candidates, from the cache
 	view      lease.GlobalView
 	holderEnd string // why the holder of this object's grant must stop ("" none)
 	requeue   time.Duration
@@ -114,8 +113,18 @@ func (t *globalTurn) gatherLocal(ctx context.Context) error {
 			return fmt.Errorf("list candidate pods: %w", err)
 		}
 	}
-	if p := eligibility.Choose(&t.lock.Spec, t.pods, ""); p != nil {
-		t.candidate = &candidateRef{name: p.Name, uid: p.UID}
+	return nil
+}
+
+// candidate chooses among the candidates by strategy, never the holder of K when K is this
+// object's grant (its term is ending when a successor is wanted).
+func (t *globalTurn) chooseCandidate() *candidateRef {
+	exclude := ""
+	if v := t.view; v.Held && v.Grant.Cluster.UID == t.r.Cluster.UID && v.Grant.Object == string(t.lock.UID) {
+		exclude = v.Grant.HolderUID
+	}
+	if p := eligibility.Choose(&t.lock.Spec, t.pods, exclude); p != nil {
+		return &candidateRef{name: p.Name, uid: p.UID}
 	}
 	return nil
 }
@@ -191,7 +200,7 @@ func (t *globalTurn) input() globalInput {
 		cluster: t.r.Cluster, uid: l.UID, contender: t.contender, preference: l.Spec.ClusterPreference,
 		deleting: l.DeletionTimestamp != nil, suspend: l.Spec.Suspend,
 		ownDelay: seconds(l.Spec.EffectiveLockDelaySeconds()), period: lease / 3, leaseTTL: lease,
-		view: t.view, pub: publishedOf(&l.Status), candidate: t.candidate, holderEnd: t.holderEnd,
+		view: t.view, pub: publishedOf(&l.Status), candidate: t.chooseCandidate(), holderEnd: t.holderEnd,
 		mem: t.r.mem.get(t.key, l.UID),
 	}
 }
@@ -252,7 +261,10 @@ func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err er
 		if err != nil {
 			return false, err // no acknowledgement: only R7 may follow (F1)
 		}
-		if deleted {
+		if !deleted {
+			return false, t.observe(ctx) // the grant is gone or replaced, or the election lost
+		}
+		{
 			reason := lockv1.ReasonDeleted
 			r.mem.update(t.key, l.UID, func(o *globalObject) {
 				if o.releasingReason != "" {
@@ -262,6 +274,9 @@ func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err er
 			})
 			log.FromContext(ctx).Info("global term ended", "lock", t.key, "token", token, "reason", reason)
 			r.Recorder.Eventf(l, nil, corev1.EventTypeNormal, reason, "End", "global term of %s (token %d) ended (%s): its grant is deleted", t.view.Grant.Holder, token, reason)
+		}
+		if s.basis == lease.GrantSuccession && s.rev == token {
+			return false, t.grant(ctx, s, guard) // R8 at once: this process's delete was acknowledged
 		}
 		return false, t.observe(ctx)
 	case gGrant:
@@ -304,7 +319,10 @@ func (t *globalTurn) writeRound(ctx context.Context, s globalStep) error {
 
 // grant grants the turn's candidate by the step's basis (R6', R7.3 or R8).
 func (t *globalTurn) grant(ctx context.Context, s globalStep, guard clientv3.Cmp) error {
-	l, c := t.lock, t.candidate
+	l, c := t.lock, t.input().candidate
+	if c == nil {
+		return t.observe(ctx)
+	}
 	req := lease.GlobalGrantRequest{
 		Basis: s.basis, Rev: s.rev,
 		Record: lease.GlobalRecord{Cluster: t.r.Cluster, Object: string(l.UID), Holder: c.name, HolderUID: string(c.uid), DelaySeconds: s.delay},
