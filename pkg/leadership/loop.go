@@ -146,7 +146,7 @@ func (l *loop) observe(o observation) {
 	global := o.lock.Spec.IsGlobal()
 	if global && o.read {
 		// The only place a read enters the global bound: a consistent read, never a watch event.
-		l.global.add(readOf(o.lock, o.sent, l.e.cfg.Identity))
+		l.global.add(readOf(o.lock, o.sent, o.received, l.e.cfg.Identity))
 	}
 	// Every rule below reads the one slot whose term names this pod (slot 0 when none does):
 	// a one-slot lock's whole status, or that slot's view of a lock of several slots.

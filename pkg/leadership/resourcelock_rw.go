@@ -226,11 +226,11 @@ func record(lock *lockv1.DistributedLock, me string, granted bool) *resourcelock
 }
 
 // globalRenewal records a consistent read of a Global lock (view: inClusterView) sent at sent
-// and caps r by the global bound over the reads recorded so far.
+// and answered at done, and caps r by the global bound over the reads recorded so far.
 func (l *ResourceLock) globalRenewal(view *lockv1.DistributedLock, r renewal, margin time.Duration, t timings, sent, done instant) renewal {
 	lease := time.Duration(view.Status.TermLeaseSeconds) * time.Second
 	l.mu.Lock()
-	l.global.add(readOf(view, sent, l.cfg.Identity))
+	l.global.add(readOf(view, sent, done, l.cfg.Identity))
 	until, why := l.global.validUntil(view.UID, sent.Add(lease-margin), view.Status.FencingToken, l.e.cfg.Margin)
 	l.mu.Unlock()
 	return capRenewal(r, until, why, t, done)
