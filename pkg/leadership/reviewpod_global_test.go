@@ -6,11 +6,7 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-
-	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // The adversarial review of the pod side of Global locks (rev-pod), on a real API server.
@@ -151,44 +147,7 @@ func TestReviewPodGlobalRecreatedAcrossScopesTokenLineage(t *testing.T) {
 	el.Abandon(5000)
 	eventually(t, 2*time.Second, func() bool { return !el.Valid() }, func() string { return "still leading an abandoned term" })
 
-	old := &lockv1.DistributedLock{}
-	if err := k8s.Get(t.Context(), key, old); err != nil {
-		t.Fatalf("get lock: %v", err)
-	}
-	if err := k8s.Delete(t.Context(), old); err != nil {
-		t.Fatalf("delete lock: %v", err)
-	}
-	// The test environment's admission policy adds lockwarden.io/release once its policy is
-	// in force (config/policy), and no controller runs here to remove it: drop it as the
-	// controller would once the term's etcd grant is gone.
-	if err := k8s.Get(t.Context(), key, old); err == nil && len(old.Finalizers) > 0 {
-		old.Finalizers = nil
-		if err := k8s.Update(t.Context(), old); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatalf("remove the finalizer: %v", err)
-		}
-	}
-	eventually(t, 10*time.Second, func() bool {
-		return apierrors.IsNotFound(k8s.Get(t.Context(), key, &lockv1.DistributedLock{}))
-	}, func() string { return "the Cluster lock is not gone" })
-	lock := &lockv1.DistributedLock{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-		Spec: lockv1.DistributedLockSpec{
-			Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "worker"})},
-			LeaseDurationSeconds: 6,
-			Scope:                lockv1.ScopeGlobal,
-			GlobalName:           "global-leader",
-		},
-	}
-	if err := k8s.Create(t.Context(), lock); err != nil {
-		t.Fatalf("create the Global lock: %v", err)
-	}
-	created := time.Now()
-	setStatus(t, h.key, pending)
-	rounds.waitRound(t, 1, created, 10*time.Second)
-	w2 := time.Now()
-	setStatus(t, h.key, globalHeld(globalToken, globalToken, 12, 6))
-	rounds.waitRound(t, 2, w2, 5*time.Second)
-	setStatus(t, h.key, round(globalToken, 12))
+	recreateGlobal(t, h, rounds)
 	eventually(t, 5*time.Second, func() bool { return el.Token() == globalToken }, func() string {
 		return fmt.Sprintf("pod-a never leads the new Global lock's grant (token %d, rounds 2 and 3) after abandoning token 5000 of the deleted Cluster lock of that name; ReadyzCheck = %v; callbacks %s",
 			globalToken, el.ReadyzCheck(nil), h.rec)
