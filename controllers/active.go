@@ -39,6 +39,13 @@ type ActiveConfig struct {
 	Metrics *Metrics
 	// Retry is the pause between attempts to reach etcd while not elected. Default 1 s.
 	Retry time.Duration
+	// Cluster is this manager's identity among the clusters that share Global locks
+	// (--cluster-name, registered by RegisterCluster). Zero: every Global lock gets Held=False
+	// ClusterNameUnset and nothing else.
+	Cluster lease.ClusterID
+	// Global is the shared etcd's side of Global locks; required with Cluster. Its keys live
+	// in the etcd of Engine, whose election's IsOwner guards every global transaction.
+	Global *lease.Global
 }
 
 // Validate reports the first invalid field.
@@ -54,6 +61,8 @@ func (c *ActiveConfig) Validate() error {
 		return fmt.Errorf("active: ElectionTTL %v must be whole seconds and at least %v", c.ElectionTTL, lease.MinTTL)
 	case c.GrantTTL <= c.ElectionTTL || c.GrantTTL%time.Second != 0:
 		return fmt.Errorf("active: GrantTTL %v must be whole seconds and above ElectionTTL %v", c.GrantTTL, c.ElectionTTL)
+	case c.Cluster.Name != "" && (c.Global == nil || c.Cluster.UID == ""):
+		return errors.New("active: a Cluster needs Global and a registered UID (RegisterCluster)")
 	case c.MaxConcurrentReconciles < 0 || c.Retry < 0:
 		return errors.New("active: MaxConcurrentReconciles and Retry must not be negative")
 	}
@@ -190,20 +199,38 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 	if err != nil {
 		return fmt.Errorf("epoch %d: build controller: %w", epoch, err)
 	}
+	gr := &GlobalReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("lockwarden"),
+		Election:  election,
+		Cluster:   a.cfg.Cluster,
+	}
+	if a.cfg.Global != nil {
+		gr.Global = a.cfg.Global
+	}
+	gc, err := gr.NewController(mgr, a.cfg.MaxConcurrentReconciles)
+	if err != nil {
+		return fmt.Errorf("epoch %d: build the Global lock controller: %w", epoch, err)
+	}
 	a.mu.Lock()
 	a.rec = r
 	a.mu.Unlock()
 	a.cfg.Metrics.setActive(true, epoch)
 	defer a.cfg.Metrics.setActive(false, epoch)
 
+	drained := 0 // controllers already stopped when drain runs
 	runCtx, stop := context.WithCancel(election.Context())
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- c.Start(runCtx) }()
-	drain := func() { // stop the controller and wait for it
+	go func() { errc <- gc.Start(runCtx) }()
+	drain := func() { // stop the controllers and wait for them
 		stop()
-		if err := <-errc; err != nil {
-			logger.Error(err, "controller stopped", "epoch", epoch)
+		for range 2 - drained {
+			if err := <-errc; err != nil {
+				logger.Error(err, "controller stopped", "epoch", epoch)
+			}
 		}
 	}
 	var helpers sync.WaitGroup
@@ -214,6 +241,13 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		// operator's delete); after a failed watch every lock is read again.
 		_ = a.cfg.Engine.WatchLockChanges(runCtx, r.wakeChange, func() { r.wakeAll(runCtx) })
 	})
+	if a.cfg.Global != nil && a.cfg.Cluster.Name != "" {
+		// One watch of the global keys wakes the Global locks of the name whose K or T
+		// changed; after a failed watch every Global lock is read again.
+		helpers.Go(func() {
+			_ = a.cfg.Global.Watch(runCtx, func(name string) { gr.wakeName(runCtx, name) }, func() { gr.wakeAll(runCtx) })
+		})
+	}
 
 	select {
 	case <-ctx.Done():
@@ -227,6 +261,8 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		drain()
 		return fmt.Errorf("%w: epoch %d: %w", ErrElectionLost, epoch, election.Err())
 	case err := <-errc:
+		drained = 1
+		drain()
 		if election.Context().Err() != nil {
 			return fmt.Errorf("%w: epoch %d: %w", ErrElectionLost, epoch, election.Err())
 		}

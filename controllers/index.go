@@ -22,8 +22,12 @@ const (
 	// lockLabelIndex indexes a lock under one "key=value" its selector requires (the first of
 	// matchLabels by key), or anyLabel when matchLabels is empty.
 	lockLabelIndex = "lockwarden.io/selector-label"
-	// lockHolderIndex indexes a lock under its status.holderUID and every slot's holderUID.
+	// lockHolderIndex indexes a lock under its status.holderUID, every slot's holderUID and
+	// (a Global lock) its status.globalHolderUID.
 	lockHolderIndex = "lockwarden.io/holder-uid"
+	// lockGlobalNameIndex indexes a Global lock under its spec.globalName: the global keys'
+	// watch wakes the locks of a name, and the oldest of them contends (finding F2).
+	lockGlobalNameIndex = "lockwarden.io/global-name"
 	// anyLabel is the lockLabelIndex value of a lock whose selector has no matchLabels: it is
 	// checked against every pod of its namespace.
 	anyLabel = "*"
@@ -52,7 +56,16 @@ func AddIndexes(ctx context.Context, idx client.FieldIndexer) error {
 					uids = append(uids, string(s.HolderUID))
 				}
 			}
+			if st.GlobalHolderUID != "" {
+				uids = append(uids, string(st.GlobalHolderUID))
+			}
 			return uids
+		}},
+		{&lockv1.DistributedLock{}, lockGlobalNameIndex, func(o client.Object) []string {
+			if l := o.(*lockv1.DistributedLock); globalScoped(l) {
+				return []string{l.Spec.GlobalName}
+			}
+			return nil
 		}},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.name, ix.extract); err != nil {

@@ -70,6 +70,8 @@ func (r *Reconciler) wakeAll(ctx context.Context) {
 		return
 	}
 	for i := range locks.Items {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&locks.Items[i])})
+		if clusterScoped(&locks.Items[i]) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&locks.Items[i])})
+		}
 	}
 }

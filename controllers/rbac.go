@@ -19,3 +19,7 @@ package controllers
 // With --watch-namespaces the manager reads the finalizer policy's bindings at start
 // (finalizer_scope.go).
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings,verbs=get;list
+
+// With --cluster-name the manager reads the kube-system namespace's UID at start, the
+// cluster's identity among the clusters that share Global locks (global_register.go).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get

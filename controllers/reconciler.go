@@ -98,6 +98,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock: %w", err)
 	}
+	if !clusterScoped(&lock) {
+		// A Global lock is the global reconciler's (global_scope.go): no status write, no
+		// finalizer, no engine key of this cluster's, whatever queued it.
+		return ctrl.Result{}, nil
+	}
 	if !r.Election.Valid() {
 		return ctrl.Result{}, ErrElectionLost
 	}

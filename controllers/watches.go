@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,21 +29,13 @@ import (
 // nothing polls.
 func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (controller.Controller, error) {
 	r.init()
-	c, err := controller.NewUnmanaged("distributedlock", controller.Options{
-		Reconciler:              r,
-		MaxConcurrentReconciles: max(1, maxConcurrent),
-		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 30*time.Second),
-		SkipNameValidation:      ptr.To(true), // one per epoch in a process's life
-		Logger:                  mgr.GetLogger().WithValues("controller", "distributedlock"),
-		CacheSyncTimeout:        10 * time.Minute, // the first list of a large cluster's pods can be slow
-
-	})
+	c, err := newEpochController(mgr, "distributedlock", r, maxConcurrent)
 	if err != nil {
 		return nil, err
 	}
 	cache := mgr.GetCache()
 	if err := c.Watch(source.Kind(cache, &lockv1.DistributedLock{}, &handler.TypedEnqueueRequestForObject[*lockv1.DistributedLock]{},
-		predicate.TypedFuncs[*lockv1.DistributedLock]{UpdateFunc: r.notOwnWrite})); err != nil {
+		clusterScopedLocks(), predicate.TypedFuncs[*lockv1.DistributedLock]{UpdateFunc: r.notOwnWrite})); err != nil {
 		return nil, err
 	}
 	if err := c.Watch(source.Kind(cache, &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(r.podToLocks))); err != nil {
@@ -55,15 +48,34 @@ func (r *Reconciler) NewController(mgr manager.Manager, maxConcurrent int) (cont
 		return nil, err
 	}
 	// The queue, for the lock keys that change in etcd (see Active.lead, Engine.WatchLocks).
-	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.queue = q
-		return nil
-	})); err != nil {
+	if err := c.Watch(queueSource(&r.mu, &r.queue)); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// queueSource is a source that hands the controller's queue to *queue (under mu), for the
+// wakes that come from etcd watches.
+func queueSource(mu *sync.Mutex, queue *workqueue.TypedRateLimitingInterface[reconcile.Request]) source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		*queue = q
+		return nil
+	})
+}
+
+// newEpochController builds an unmanaged controller of one election epoch (several run in a
+// process's life) named name, for r.
+func newEpochController(mgr manager.Manager, name string, r reconcile.Reconciler, maxConcurrent int) (controller.Controller, error) {
+	return controller.NewUnmanaged(name, controller.Options{
+		Reconciler:              r,
+		MaxConcurrentReconciles: max(1, maxConcurrent),
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 30*time.Second),
+		SkipNameValidation:      ptr.To(true), // one per epoch in a process's life
+		Logger:                  mgr.GetLogger().WithValues("controller", name),
+		CacheSyncTimeout:        10 * time.Minute, // the first list of a large cluster's pods can be slow
+	})
 }
 
 // notOwnWrite filters out the watch event of this replica's own write of a lock: the turn
@@ -89,6 +101,9 @@ func (r *Reconciler) podToLocks(ctx context.Context, pod *corev1.Pod) []reconcil
 	stopped, running := attestedTerminated(pod, nil), anyRunning(pod)
 	reqs := make([]reconcile.Request, 0, len(locks))
 	for _, l := range locks {
+		if !clusterScoped(l) {
+			continue // the global reconciler's (global_watches.go)
+		}
 		if i := l.Status.HeldSlot(pod.UID); i >= 0 {
 			key, token := slotKey(lockKey(l.Namespace, l.Name), i), l.Status.SlotView(i).FencingToken
 			switch {
@@ -132,6 +147,9 @@ func (r *Reconciler) nodeToLocks(ctx context.Context, node *corev1.Node) []recon
 	var reqs []reconcile.Request
 	for i := range locks.Items {
 		l := &locks.Items[i]
+		if !clusterScoped(l) {
+			continue
+		}
 		for i := range l.Status.SlotCount() {
 			holder := l.Status.SlotView(i).Holder
 			if holder == "" {

@@ -39,6 +39,8 @@ type options struct {
 	rawNamespaces      string
 	zap                zap.Options
 	rawEndpoints       string
+	clusterName        string
+	globalEtcdPrefix   string
 }
 
 // flagError names the flag a bad value came from.
@@ -76,6 +78,8 @@ func parseFlags(args []string, usage io.Writer) (*options, error) {
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 16, "locks reconciled in parallel (each mostly waits for the API server: 16 reach its status-write rate, docs/scale.md)")
 	fs.StringVar(&o.rawNamespaces, "watch-namespaces", "", "comma-separated namespaces whose locks and pods the manager watches (default: all; nodes are cluster-wide either way)")
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the election (default $POD_NAME, else hostname-pid)")
+	fs.StringVar(&o.clusterName, "cluster-name", "", "this cluster's name among the clusters whose managers share Global locks (a DNS-1123 label, unique among them; registered in etcd with the kube-system namespace's UID). Unset: Global locks get Held=False ClusterNameUnset and are never granted here")
+	fs.StringVar(&o.globalEtcdPrefix, "global-etcd-prefix", lease.DefaultGlobalPrefix, "etcd key prefix of the Global locks' keys, shared by every cluster's manager (apart from --etcd-prefix, which is this cluster's own)")
 	config.RegisterFlags(fs) // --kubeconfig
 	o.zap.BindFlags(fs)
 
@@ -160,6 +164,9 @@ func (o *options) validate() error {
 	if !strings.HasPrefix(o.etcdPrefix, "/") || strings.HasSuffix(o.etcdPrefix, "/") || strings.Contains(o.etcdPrefix, "..") {
 		return bad("etcd-prefix", "%q must start with / and not end with / or contain ..", o.etcdPrefix)
 	}
+	if err := o.validateGlobal(); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		flag string
 		d    time.Duration
@@ -206,6 +213,23 @@ func (o *options) validate() error {
 	if o.identity == "" {
 		host, _ := os.Hostname()
 		o.identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return nil
+}
+
+// validateGlobal checks --cluster-name and --global-etcd-prefix.
+func (o *options) validateGlobal() error {
+	if o.clusterName != "" {
+		if errs := validation.IsDNS1123Label(o.clusterName); len(errs) > 0 {
+			return bad("cluster-name", "%q is not a DNS-1123 label (lower-case letters, digits and '-', at most 63): %s", o.clusterName, strings.Join(errs, "; "))
+		}
+	}
+	p := o.globalEtcdPrefix
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "..") {
+		return bad("global-etcd-prefix", "%q must start with / and not end with / or contain ..", p)
+	}
+	if strings.HasPrefix(p+"/", o.etcdPrefix+"/") || strings.HasPrefix(o.etcdPrefix+"/", p+"/") {
+		return bad("global-etcd-prefix", "%q and --etcd-prefix %q must not contain one another: the Global keys are shared by every cluster, the others are this cluster's", p, o.etcdPrefix)
 	}
 	return nil
 }

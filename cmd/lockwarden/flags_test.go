@@ -43,6 +43,15 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{ok, "--no-such-flag"}, "--no-such-flag"},
 		{[]string{ok, "--watch-namespaces=Shop"}, "--watch-namespaces"},
 		{[]string{ok, "--watch-namespaces=,"}, "--watch-namespaces"},
+		{[]string{ok, "--cluster-name=East"}, "--cluster-name"},
+		{[]string{ok, "--cluster-name=east_1"}, "--cluster-name"},
+		{[]string{ok, "--cluster-name=" + strings.Repeat("a", 64)}, "--cluster-name"},
+		{[]string{ok, "--cluster-name=-east"}, "--cluster-name"},
+		{[]string{ok, "--global-etcd-prefix=global"}, "--global-etcd-prefix"},
+		{[]string{ok, "--global-etcd-prefix=/g/"}, "--global-etcd-prefix"},
+		{[]string{ok, "--global-etcd-prefix=/lockwarden"}, "--global-etcd-prefix"},
+		{[]string{ok, "--global-etcd-prefix=/lockwarden/global"}, "--global-etcd-prefix"},
+		{[]string{ok, "--etcd-prefix=/g/east", "--global-etcd-prefix=/g"}, "--global-etcd-prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -71,6 +80,36 @@ func TestGoodFlagsParse(t *testing.T) {
 	}
 	if got := strings.Join(o.namespaces, ","); got != "shop,payments" {
 		t.Errorf("--watch-namespaces parsed as %q, want shop,payments", got)
+	}
+}
+
+func TestGlobalFlagsParse(t *testing.T) {
+	o, err := parseFlags([]string{"--etcd-endpoints=https://a:2379"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if o.clusterName != "" || o.globalEtcdPrefix != "/lockwarden-global" {
+		t.Errorf("cluster name %q, global prefix %q; want unset and /lockwarden-global", o.clusterName, o.globalEtcdPrefix)
+	}
+	o, err = parseFlags([]string{"--etcd-endpoints=https://a:2379", "--cluster-name=east-1", "--global-etcd-prefix=/shared/global", "--etcd-prefix=/east"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if o.clusterName != "east-1" || o.globalEtcdPrefix != "/shared/global" {
+		t.Errorf("cluster name %q, global prefix %q; want east-1 and /shared/global", o.clusterName, o.globalEtcdPrefix)
+	}
+}
+
+// TestFlagHelpDocumentsGlobal: --help lists the Global lock flags with their default.
+func TestFlagHelpDocumentsGlobal(t *testing.T) {
+	var help strings.Builder
+	if _, err := parseFlags([]string{"--help"}, &help); err == nil {
+		t.Fatal("parseFlags(--help) = nil error, want flag.ErrHelp")
+	}
+	for _, want := range []string{"-cluster-name", "ClusterNameUnset", "-global-etcd-prefix", `(default "/lockwarden-global")`} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help does not mention %q:\n%s", want, help.String())
+		}
 	}
 }
 

@@ -207,3 +207,29 @@ func TestHelmWatchNamespaces(t *testing.T) {
 		t.Errorf("binding spec = %+v, want policy lockwarden-finalizer with matchResources %+v", b.Spec, want)
 	}
 }
+
+// TestHelmGlobal: the values global.clusterName and etcdPrefix run the manager with
+// --cluster-name, --global-etcd-prefix and --etcd-prefix (each cluster on its own prefix of
+// the shared etcd), and the defaults add none of them.
+func TestHelmGlobal(t *testing.T) {
+	args := func(t *testing.T, set ...string) []string {
+		t.Helper()
+		var d appsv1.Deployment
+		helmTemplate(t, set...).into(t, "Deployment/lockwarden-manager", &d)
+		return d.Spec.Template.Spec.Containers[0].Args
+	}
+	def := args(t)
+	for _, a := range def {
+		if strings.HasPrefix(a, "--cluster-name") || strings.HasPrefix(a, "--global-etcd-prefix") || strings.HasPrefix(a, "--etcd-prefix") {
+			t.Errorf("default values render %q", a)
+		}
+	}
+	got := args(t, "--set", "global.clusterName=east", "--set", "etcdPrefix=/lockwarden/east")
+	o, err := parseFlags(got, io.Discard)
+	if err != nil {
+		t.Fatalf("the manager rejects the chart's args %q: %v", got, err)
+	}
+	if o.clusterName != "east" || o.globalEtcdPrefix != "/lockwarden-global" || o.etcdPrefix != "/lockwarden/east" {
+		t.Errorf("--cluster-name %q --global-etcd-prefix %q --etcd-prefix %q, want east, /lockwarden-global, /lockwarden/east", o.clusterName, o.globalEtcdPrefix, o.etcdPrefix)
+	}
+}

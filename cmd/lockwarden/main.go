@@ -90,6 +90,20 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 	}
+	var (
+		cluster lease.ClusterID
+		global  *lease.Global
+	)
+	if o.clusterName != "" {
+		// Before anything starts: a refused registration (the name is another cluster's)
+		// keeps the manager from starting, with the error naming both (finding F3).
+		if global, err = lease.NewGlobal(cli, o.globalEtcdPrefix); err != nil {
+			return fmt.Errorf("--global-etcd-prefix: %w", err)
+		}
+		if cluster, err = controllers.RegisterCluster(ctx, mgr.GetAPIReader(), global, o.clusterName, o.etcdPrefix); err != nil {
+			return fmt.Errorf("--cluster-name %s: %w", o.clusterName, err)
+		}
+	}
 	active, err := controllers.NewActive(controllers.ActiveConfig{
 		Engine:                  engine,
 		Manager:                 mgr,
@@ -98,6 +112,8 @@ func run(ctx context.Context, o *options) error {
 		GrantTTL:                o.grantTTL,
 		MaxConcurrentReconciles: o.maxConcurrent,
 		Metrics:                 controllers.NewMetrics(metrics.Registry),
+		Cluster:                 cluster,
+		Global:                  global,
 	})
 	if err != nil {
 		return err
@@ -127,7 +143,8 @@ func run(ctx context.Context, o *options) error {
 	if err := mgr.AddReadyzCheck("tokens", func(*http.Request) error { return active.Healthy() }); err != nil {
 		return err
 	}
-	logger.Info("starting", "identity", o.identity, "etcdPrefix", o.etcdPrefix, "electionTTL", o.electionTTL, "grantLeaseTTL", o.grantTTL)
+	logger.Info("starting", "identity", o.identity, "etcdPrefix", o.etcdPrefix, "electionTTL", o.electionTTL, "grantLeaseTTL", o.grantTTL,
+		"clusterName", o.clusterName, "globalEtcdPrefix", o.globalEtcdPrefix)
 	if err := mgr.Start(ctx); err != nil {
 		return err
 	}

@@ -32,14 +32,25 @@ var ErrAbandoned = errors.New("leadership: term abandoned by this process")
 // granted a new token or another pod the lock. A later grant with a higher token is led as
 // usual. Safe to call from any goroutine, OnStartedLeading included, before Run, during it and
 // after the term ended; a token that is not positive does nothing.
+//
+// The token is marked abandoned in its lineage (lineage.go): every lineage in which this
+// process led a term of token or a higher one, and every lineage when it led none (before
+// Run, say). A lock deleted and created again with the other spec.scope grants tokens of the
+// other lineage, which an abandoned token of this one does not hold back.
 func (e *Elector) Abandon(token int64) {
 	if token <= 0 {
 		return
 	}
-	for {
-		old := e.abandoned.Load()
-		if token <= old || e.abandoned.CompareAndSwap(old, token) {
-			break
+	marked := false
+	for l := range lineages {
+		if e.ledTop.load(l) >= token {
+			e.abandoned.raise(l, token)
+			marked = true
+		}
+	}
+	if !marked {
+		for l := range lineages {
+			e.abandoned.raise(l, token)
 		}
 	}
 	select {
@@ -50,16 +61,16 @@ func (e *Elector) Abandon(token int64) {
 
 // abandon ends the open term if this process abandoned its token, and updates readiness.
 func (l *loop) abandon() {
-	if l.term != nil && l.term.token <= l.e.abandoned.Load() {
+	if l.term != nil && l.term.token <= l.e.abandoned.load(l.term.lin) {
 		l.end("abandoned by this process (Abandon): no release")
 	}
-	l.e.setRefused(abandonedErr(l.view, l.e.cfg.Identity, l.e.abandoned.Load()))
+	l.e.setRefused(abandonedErr(l.view, l.e.cfg.Identity, l.e.abandoned.load(l.view.lin)))
 }
 
 // abandonedErr is the readiness error while v names me with a token this process abandoned
-// (Held or Releasing), nil otherwise.
+// (Held or Releasing), nil otherwise; abandoned is the mark of v's lineage.
 func abandonedErr(v view, me types.UID, abandoned int64) error {
-	if abandoned <= 0 || v.token > abandoned || !v.names(me, v.token) {
+	if abandoned <= 0 || v.token > abandoned || !v.names(v.lin, me, v.token) {
 		return nil
 	}
 	return fmt.Errorf("%w: the lock still names this pod with token %d, which this process abandoned (Abandon); the controller ends the term", ErrAbandoned, v.token)

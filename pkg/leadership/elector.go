@@ -34,13 +34,17 @@ type Elector struct {
 	// releases carries Release calls to the decision loop; loopDone is closed when it ends.
 	releases chan chan<- error
 	loopDone chan struct{}
-	// released is the highest token whose release is sent, in flight, or seen on the lock:
-	// the loop does not lead it again. Only a release the API server refused puts it back.
-	released atomic.Int64
-	// abandoned is the highest token Abandon was called with: never led or released again.
-	// abandons tells the loop (capacity 1).
-	abandoned atomic.Int64
+	// released is, per token lineage (lineage.go), the highest token whose release is sent,
+	// in flight, or seen on the lock: the loop does not lead it again. Only a release the API
+	// server refused puts it back.
+	released tokenMark
+	// abandoned is, per lineage, the highest token Abandon was called with: never led or
+	// released again. abandons tells the loop (capacity 1).
+	abandoned tokenMark
 	abandons  chan struct{}
+	// ledTop is, per lineage, the highest token of a term this process led (the Elector's or
+	// the ResourceLock's): Abandon marks the lineages of the token it is given.
+	ledTop tokenMark
 	// writer is Writer(): the writer ID of the term whose OnStartedLeading was called last
 	// (before any, the one the first term will present). draws counts the writers drawn.
 	writer atomic.Pointer[string]
@@ -62,6 +66,7 @@ type Elector struct {
 // termView is an immutable snapshot of the current term.
 type termView struct {
 	token    int64
+	lin      lineage // the lineage of token (lineage.go)
 	slot     int     // the slot index of the term (0 for a one-slot lock)
 	deadline instant // send time of the newest confirming read + termLeaseSeconds - margin
 }
@@ -138,13 +143,13 @@ func (e *Elector) Run(ctx context.Context) error {
 	// A release due at shutdown is sent after Run's context ended: bounded by ReleaseTimeout.
 	relCtx := context.WithoutCancel(ctx)
 	cb.send = func(j *releaseJob) {
-		if j.token <= e.abandoned.Load() {
+		if j.token <= e.abandoned.load(j.lin) {
 			// Abandoned while its callbacks still ran: another writer may act under it.
 			e.log().Info("release not sent: the term was abandoned", "token", j.token)
 			j.finish(ErrNotLeading)
 			return
 		}
-		err := e.sendRelease(relCtx, j.token)
+		err := e.sendRelease(relCtx, j.lin, j.token)
 		e.count.release(err)
 		j.finish(err)
 	}
@@ -176,7 +181,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // write, and send the term's token with the write.
 func (e *Elector) Valid() bool {
 	v := e.led.Load()
-	return v != nil && now() < v.deadline && v.token > e.abandoned.Load()
+	return v != nil && now() < v.deadline && v.token > e.abandoned.load(v.lin)
 }
 
 // ValidUntil returns the current term's deadline, or the zero Time when not leading. A newer
@@ -184,7 +189,7 @@ func (e *Elector) Valid() bool {
 // Abandon, ends the term before it.
 func (e *Elector) ValidUntil() time.Time {
 	v := e.led.Load()
-	if v == nil || v.token <= e.abandoned.Load() {
+	if v == nil || v.token <= e.abandoned.load(v.lin) {
 		return time.Time{}
 	}
 	return v.deadline.Wall()
@@ -193,7 +198,7 @@ func (e *Elector) ValidUntil() time.Time {
 // Token returns the current term's fencing token while Valid() is true, else 0.
 func (e *Elector) Token() int64 {
 	v := e.led.Load()
-	if v == nil || now() >= v.deadline || v.token <= e.abandoned.Load() {
+	if v == nil || now() >= v.deadline || v.token <= e.abandoned.load(v.lin) {
 		return 0
 	}
 	return v.token

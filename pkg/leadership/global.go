@@ -21,6 +21,12 @@ type globalRead struct {
 	// sent is the pod's clock before the request was sent (for a watch event: when it
 	// arrived; it is never used as a send time).
 	sent instant
+	// received is the pod's clock after the answer arrived. Only a real-time order between
+	// two reads can show a round regression: a read sent after another's answer was received
+	// (received < sent, one clock) was linearized after it, so it cannot show a lower round on
+	// the same object. Two reads in flight at once are linearized in either order, whatever
+	// their send times.
+	received instant
 	// consistent: a consistent read (an uncached GET with resourceVersion unset). A cached
 	// read or a watch event may show a state older than its time, so it supplies neither
 	// the send time S nor the round r.
@@ -104,18 +110,16 @@ func globalDeadline(reads []globalRead, token int64, margin time.Duration) (inst
 	if delay <= m {
 		return 0, globalBadDelay
 	}
+	if roundsRegressed(reads, uid) {
+		return 0, globalRegressed
+	}
 	var s instant
 	have := false
-	var last int64 = -1
 	for i := range reads {
 		o := &reads[i]
 		if !o.consistent || o.lockUID != uid {
 			continue
 		}
-		if o.round < last {
-			return 0, globalRegressed
-		}
-		last = o.round
 		if o.round <= r-2 && (!have || o.sent > s) {
 			s, have = o.sent, true
 		}
@@ -124,6 +128,27 @@ func globalDeadline(reads []globalRead, token int64, margin time.Duration) (inst
 		return 0, globalNoEarlier
 	}
 	return s.Add(delay - m), globalOK
+}
+
+// roundsRegressed reports whether two consistent reads of object uid show its rounds going
+// down in real time: one read sent after another's answer was received (by this process's
+// clock) shows a lower round. Send order alone is no such order: two reads in flight at once
+// may be linearized opposite to it (a read sent earlier showing a higher round than one sent
+// later), and their rounds did not go down.
+func roundsRegressed(reads []globalRead, uid types.UID) bool {
+	for i := range reads {
+		a := &reads[i]
+		if !a.consistent || a.lockUID != uid {
+			continue
+		}
+		for j := range reads {
+			b := &reads[j]
+			if b.consistent && b.lockUID == uid && a.received < b.sent && b.round < a.round {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // vouchingRound finds, among the consistent reads of the object the newest consistent read

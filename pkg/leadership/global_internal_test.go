@@ -19,7 +19,7 @@ const (
 // cread is a consistent read of the lock gUID sent at s showing round, vouching for
 // roundToken, with held the token Held by this pod (0: none).
 func cread(s float64, round, roundToken, held int64) globalRead {
-	return globalRead{sent: at(s), consistent: true, lockUID: gUID, round: round, roundToken: roundToken, heldToken: held, delay: gDelay}
+	return globalRead{sent: at(s), received: at(s), consistent: true, lockUID: gUID, round: round, roundToken: roundToken, heldToken: held, delay: gDelay}
 }
 
 // event is the same observation arriving as a watch event or a cached read.

@@ -33,9 +33,12 @@ type globalReads struct {
 	regressed types.UID
 }
 
-// add records o, a consistent read. A read of another object than the kept ones replaces
-// them (rounds are compared only within one object, C5); a read whose round is below an
-// earlier one of the same object marks it regressed. A read that shows what the previous one
+// add records o, a consistent read; reads are added in the order their answers arrived. A
+// read of another object than the kept ones replaces them (rounds are compared only within
+// one object, C5); a read that shows a lower round than one whose answer arrived before it
+// was sent, or the other way round (roundsRegressed: a real-time order), marks the object
+// regressed. Reads are kept in send order; two reads in flight at once may show their rounds
+// out of that order, which is no regression. A read that shows what the previous one
 // showed (round, token, holder) replaces it: only the newest read of a round counts as S. The
 // lowest delay shown for a token survives every merge and drop (finding L2).
 func (g *globalReads) add(o globalRead) {
@@ -50,7 +53,7 @@ func (g *globalReads) add(o globalRead) {
 		i--
 	}
 	g.reads = slices.Insert(g.reads, i, o)
-	if !roundsRise(g.reads) {
+	if roundsRegressed(g.reads, o.lockUID) {
 		g.regressed = o.lockUID
 	}
 	g.reads = mergeRepeats(g.reads)
@@ -86,18 +89,9 @@ func (g *globalReads) roundAhead(uid types.UID, round int64) bool {
 	return true
 }
 
-// roundsRise reports whether the rounds of reads (one object, send order) never go down.
-func roundsRise(reads []globalRead) bool {
-	for i := 1; i < len(reads); i++ {
-		if reads[i].round < reads[i-1].round {
-			return false
-		}
-	}
-	return true
-}
-
 // mergeRepeats replaces each read that shows what the one before it showed by the newer one,
-// keeping the lower delay.
+// keeping the lower delay and the earlier reception (a read of that round was received then:
+// evidence roundsRegressed may still need; the send time, S, is the newer one's).
 func mergeRepeats(reads []globalRead) []globalRead {
 	out := reads[:0]
 	for _, o := range reads {
@@ -105,6 +99,7 @@ func mergeRepeats(reads []globalRead) []globalRead {
 			p := &out[n-1]
 			if p.round == o.round && p.roundToken == o.roundToken && p.heldToken == o.heldToken {
 				o.delay = min(o.delay, p.delay)
+				o.received = min(o.received, p.received)
 				*p = o
 				continue
 			}

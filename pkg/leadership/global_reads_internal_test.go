@@ -13,10 +13,15 @@ import (
 
 // cread, event, at, gUID, gToken and gDelay are global_internal_test.go's (D = 30 s, m = 2 s).
 
-// recordReads adds reads to a fresh globalReads.
+// recordReads adds reads to a fresh globalReads, in the order their answers arrived: each
+// read's answer arrives no earlier than the one added before it (its received is raised to
+// that one's when lower), as the loop and the ResourceLock add reads.
 func recordReads(reads ...globalRead) *globalReads {
 	var g globalReads
+	var last instant
 	for _, o := range reads {
+		o.received = max(o.received, last)
+		last = o.received
 		g.add(o)
 	}
 	return &g
@@ -42,7 +47,7 @@ func TestGlobalReadsBound(t *testing.T) {
 		},
 		{
 			name:  "a read of another object replaces the kept ones",
-			reads: []globalRead{cread(0, 1, other, 0), {sent: at(3), consistent: true, lockUID: "new-uid", round: 1, roundToken: other, delay: gDelay}, cread(4, 2, gToken, gToken), cread(5, 3, gToken, gToken)},
+			reads: []globalRead{cread(0, 1, other, 0), {sent: at(3), received: at(3), consistent: true, lockUID: "new-uid", round: 1, roundToken: other, delay: gDelay}, cread(4, 2, gToken, gToken), cread(5, 3, gToken, gToken)},
 			why:   globalNoEarlier,
 		},
 		{
@@ -182,12 +187,12 @@ func TestGlobalInClusterView(t *testing.T) {
 	if inClusterView(nil) != nil {
 		t.Errorf("inClusterView(nil) != nil")
 	}
-	o := readOf(inClusterView(lock(lockv1.ScopeGlobal, "", me)), at(3), me)
-	want := globalRead{sent: at(3), consistent: true, lockUID: gUID, round: 7, roundToken: gToken, heldToken: gToken, delay: 30 * time.Second}
+	o := readOf(inClusterView(lock(lockv1.ScopeGlobal, "", me)), at(3), at(4), me)
+	want := globalRead{sent: at(3), received: at(4), consistent: true, lockUID: gUID, round: 7, roundToken: gToken, heldToken: gToken, delay: 30 * time.Second}
 	if o != want {
 		t.Errorf("readOf = %+v, want %+v", o, want)
 	}
-	if o := readOf(inClusterView(lock(lockv1.ScopeGlobal, "", "other")), at(3), me); o.heldToken != 0 {
+	if o := readOf(inClusterView(lock(lockv1.ScopeGlobal, "", "other")), at(3), at(4), me); o.heldToken != 0 {
 		t.Errorf("readOf another pod's term: heldToken %d, want 0", o.heldToken)
 	}
 }

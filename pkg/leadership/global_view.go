@@ -31,11 +31,12 @@ func inClusterView(lock *lockv1.DistributedLock) *lockv1.DistributedLock {
 }
 
 // readOf is the globalRead of a consistent read of view (inClusterView of a Global lock) sent
-// at sent, for pod me.
-func readOf(view *lockv1.DistributedLock, sent instant, me types.UID) globalRead {
+// at sent and answered at received, for pod me.
+func readOf(view *lockv1.DistributedLock, sent, received instant, me types.UID) globalRead {
 	st := &view.Status
 	o := globalRead{
 		sent:       sent,
+		received:   received,
 		consistent: true,
 		lockUID:    view.UID,
 		round:      st.GlobalRound,

@@ -13,6 +13,7 @@ import (
 // term is one period of leadership under one token.
 type term struct {
 	token  int64
+	lin    lineage         // the lineage of token (lineage.go)
 	slot   int             // the slot index the term is of (slot.go)
 	writer string          // the writer ID drawn for this term (writer.go)
 	ctx    context.Context // OnStartedLeading's, carrying writer; cancelled when the term ends
@@ -61,6 +62,7 @@ type loop struct {
 	term     *term     // the open term, nil when not leading
 	view     view      // the holder as the newest accepted observation shows it
 	lastTerm int64     // token of the last term that ended, for Release
+	lastLin  lineage   // lastTerm's lineage
 	deadline *time.Timer
 }
 
@@ -146,31 +148,33 @@ func (l *loop) observe(o observation) {
 	global := o.lock.Spec.IsGlobal()
 	if global && o.read {
 		// The only place a read enters the global bound: a consistent read, never a watch event.
-		l.global.add(readOf(o.lock, o.sent, l.e.cfg.Identity))
+		l.global.add(readOf(o.lock, o.sent, o.received, l.e.cfg.Identity))
 	}
 	// Every rule below reads the one slot whose term names this pod (slot 0 when none does):
 	// a one-slot lock's whole status, or that slot's view of a lock of several slots.
 	slot := slotOf(&o.lock.Status, l.e.cfg.Identity)
 	sv := o.lock.Status.SlotView(slot)
 	st := &sv
-	l.view = view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}
+	lin := lineageOf(o.lock)
+	l.view = view{uid: st.HolderUID, token: st.FencingToken, lin: lin, phase: st.Phase}
 	l.e.setLeader(st)
 	l.e.setEnding(st)
 	// A released token is not led again, by this process or a later one of the same pod: the
 	// controller ends that term.
-	g := judgeSlot(o.lock, st, l.e.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
+	// What this process released or abandoned counts only in the lock's own token lineage.
+	g := judgeSlot(o.lock, st, l.e.cfg.Identity, l.e.released.load(lin), l.e.abandoned.load(lin))
 	mine := g == grantLead
 	switch g {
 	case grantReleased:
-		l.e.released.Store(max(l.e.released.Load(), st.FencingToken))
+		l.e.released.raise(lin, st.FencingToken)
 	case grantResend:
-		l.resend(st.FencingToken)
+		l.resend(st.FencingToken, lin)
 	case grantNone:
-		if resendReleasing(o.lock, st, l.e.cfg.Identity, l.e.released.Load()) {
-			l.resend(st.FencingToken)
+		if resendReleasing(o.lock, st, l.e.cfg.Identity, l.e.released.load(lin)) {
+			l.resend(st.FencingToken, lin)
 		}
 	}
-	if l.term != nil && (!mine || st.FencingToken != l.term.token || int(slot) != l.term.slot) {
+	if l.term != nil && (!mine || st.FencingToken != l.term.token || lin != l.term.lin || int(slot) != l.term.slot) {
 		l.endReleasing(endReason(st, l.e.cfg.Identity, int(slot) != l.term.slot))
 		if l.finished() {
 			return // SingleTerm: Run ends; a new grant is not reported or led
@@ -183,7 +187,7 @@ func (l *loop) observe(o observation) {
 		}
 	}
 	if !mine {
-		l.e.setRefused(abandonedErr(l.view, l.e.cfg.Identity, l.e.abandoned.Load()))
+		l.e.setRefused(abandonedErr(l.view, l.e.cfg.Identity, l.e.abandoned.load(lin)))
 		return
 	}
 	if st.FencingToken != l.seen {
@@ -230,7 +234,7 @@ func (l *loop) observe(o observation) {
 		if l.awaiting {
 			return // SingleTerm: the last term's verdict is due; the next read decides
 		}
-		l.start(st.FencingToken, int(slot), deadline)
+		l.start(st.FencingToken, lin, int(slot), deadline)
 		return
 	}
 	if global {
@@ -301,12 +305,13 @@ func endReason(st *lockv1.DistributedLockStatus, me types.UID, moved bool) strin
 	}
 }
 
-// start opens a term of token in slot until deadline.
-func (l *loop) start(token int64, slot int, deadline instant) {
+// start opens a term of token, of lineage lin, in slot until deadline.
+func (l *loop) start(token int64, lin lineage, slot int, deadline instant) {
 	w := l.e.drawWriter()
 	ctx, cancel := context.WithCancel(withSlot(withWriter(l.ctx, w), slot))
-	l.term = &term{token: token, slot: slot, writer: w, ctx: ctx, cancel: cancel}
-	l.e.led.Store(&termView{token: token, slot: slot, deadline: deadline})
+	l.term = &term{token: token, lin: lin, slot: slot, writer: w, ctx: ctx, cancel: cancel}
+	l.e.ledTop.raise(lin, token) // before the term is visible: Abandon(token) finds its lineage
+	l.e.led.Store(&termView{token: token, lin: lin, slot: slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 	l.e.count.terms.Add(1)
 	l.awaiting = l.verdicts != nil
@@ -319,14 +324,14 @@ func (l *loop) extend(deadline instant) {
 	if v := l.e.led.Load(); v != nil && deadline <= v.deadline {
 		return
 	}
-	l.e.led.Store(&termView{token: l.term.token, slot: l.term.slot, deadline: deadline})
+	l.e.led.Store(&termView{token: l.term.token, lin: l.term.lin, slot: l.term.slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 }
 
 // bound sets the open term's deadline, earlier or later: the global bound of a Global lock,
 // which a read showing a lower lock delay moves earlier.
 func (l *loop) bound(deadline instant) {
-	l.e.led.Store(&termView{token: l.term.token, slot: l.term.slot, deadline: deadline})
+	l.e.led.Store(&termView{token: l.term.token, lin: l.term.lin, slot: l.term.slot, deadline: deadline})
 	l.deadline.Reset(deadline.Sub(now()))
 }
 
@@ -350,7 +355,7 @@ func (l *loop) end(reason string) { l.endTerm(reason, nil) }
 // endReleasing closes the open term, if any, with the release autoRelease allows.
 func (l *loop) endReleasing(reason string) {
 	if l.term != nil {
-		l.endTerm(reason, l.autoRelease(l.term.token))
+		l.endTerm(reason, l.autoRelease(l.term.token, l.term.lin))
 	}
 }
 
@@ -364,13 +369,13 @@ func (l *loop) endTerm(reason string, j *releaseJob) {
 		}
 		return
 	}
-	l.term, l.lastTerm = nil, t.token
+	l.term, l.lastTerm, l.lastLin = nil, t.token, t.lin
 	l.e.led.Store(nil)
 	l.deadline.Stop()
 	t.cancel()
 	l.e.stopBegan(now())
 	if j != nil {
-		l.e.released.Store(max(l.e.released.Load(), j.token))
+		l.e.released.raise(j.lin, j.token)
 	}
 	l.cb.stop(t, j)
 	l.log.Info("stopped leading", "token", t.token, "slot", t.slot, "reason", reason, "release", j != nil)

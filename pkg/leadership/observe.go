@@ -28,11 +28,12 @@ const (
 )
 
 // observation is one view of the lock: from a consistent read (read is true, sent is its send
-// time, err is set when it failed) or from a watch event.
+// time, received the arrival of its answer, err is set when it failed) or from a watch event.
 type observation struct {
-	read bool
-	sent instant
-	err  error
+	read     bool
+	sent     instant
+	received instant
+	err      error
 	// lock is the object seen; nil when a read found none.
 	lock *lockv1.DistributedLock
 	// deleted is true for a watch event reporting the lock's deletion (lock is its last state).
@@ -96,6 +97,7 @@ func (e *Elector) readLoop(ctx context.Context, readNow <-chan struct{}, out cha
 		sent := now()
 		rctx, cancel := context.WithTimeout(ctx, min(period, maxReadTimeout))
 		lock, err := e.get(rctx)
+		received := now()
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -108,7 +110,7 @@ func (e *Elector) readLoop(ctx context.Context, readNow <-chan struct{}, out cha
 			next = period - now().Sub(sent)
 		}
 		select {
-		case out <- observation{read: true, sent: sent, lock: lock, err: err}:
+		case out <- observation{read: true, sent: sent, received: received, lock: lock, err: err}:
 		case <-ctx.Done():
 			return
 		}

@@ -29,6 +29,7 @@ var (
 // releaseJob is one release to send, after the callbacks queued before it.
 type releaseJob struct {
 	token int64
+	lin   lineage      // the lineage of token
 	done  chan<- error // capacity 1, or nil when nobody waits (an automatic release)
 	// auto: sent by Config.ReleaseOnStop, only if the term's OnStartedLeading ran until the
 	// term ended (or never ran); Release's own jobs are sent regardless.
@@ -39,13 +40,15 @@ type releaseJob struct {
 type view struct {
 	uid   types.UID
 	token int64
+	lin   lineage // the lineage of the lock's tokens (lineage.go)
 	phase lockv1.Phase
 }
 
-// names reports whether the view shows the term of token held by uid, Held or Releasing: a
-// release of it is one the API server admits and the controller acts on.
-func (v view) names(uid types.UID, token int64) bool {
-	return v.uid == uid && v.token == token && token > 0 &&
+// names reports whether the view shows the term of token, of lineage lin, held by uid, Held
+// or Releasing: a release of it is one the API server admits and the controller acts on. A
+// token of another lineage is another grant, whatever its number.
+func (v view) names(lin lineage, uid types.UID, token int64) bool {
+	return v.lin == lin && v.uid == uid && v.token == token && token > 0 &&
 		(v.phase == lockv1.PhaseHeld || v.phase == lockv1.PhaseReleasing)
 }
 
@@ -92,14 +95,14 @@ func (e *Elector) Release(ctx context.Context) error {
 func (l *loop) release(done chan<- error) {
 	me := l.e.cfg.Identity
 	switch {
-	case l.term != nil && l.term.token <= l.e.abandoned.Load():
+	case l.term != nil && l.term.token <= l.e.abandoned.load(l.term.lin):
 		l.abandon() // Abandon's notice has not arrived yet: end it without a release
 		done <- ErrNotLeading
 	case l.term != nil:
-		l.endTerm("release requested", &releaseJob{token: l.term.token, done: done})
-	case l.lastTerm != 0 && l.lastTerm > l.e.abandoned.Load() && l.view.names(me, l.lastTerm):
-		l.e.released.Store(max(l.e.released.Load(), l.lastTerm))
-		l.cb.release(&releaseJob{token: l.lastTerm, done: done})
+		l.endTerm("release requested", &releaseJob{token: l.term.token, lin: l.term.lin, done: done})
+	case l.lastTerm != 0 && l.lastTerm > l.e.abandoned.load(l.lastLin) && l.view.names(l.lastLin, me, l.lastTerm):
+		l.e.released.raise(l.lastLin, l.lastTerm)
+		l.cb.release(&releaseJob{token: l.lastTerm, lin: l.lastLin, done: done})
 	default:
 		done <- ErrNotLeading
 	}
@@ -109,17 +112,18 @@ func (l *loop) release(done chan<- error) {
 // Config.ReleaseOnStop, the newest observation still names this pod with that token, and the
 // end is one the pod may confirm (not a passed deadline: the pod may lead again when a read
 // confirms the term).
-func (l *loop) autoRelease(token int64) *releaseJob {
-	if !l.e.cfg.ReleaseOnStop || token <= l.e.abandoned.Load() || !l.view.names(l.e.cfg.Identity, token) {
+func (l *loop) autoRelease(token int64, lin lineage) *releaseJob {
+	if !l.e.cfg.ReleaseOnStop || token <= l.e.abandoned.load(lin) || !l.view.names(lin, l.e.cfg.Identity, token) {
 		return nil
 	}
-	return &releaseJob{token: token, auto: true}
+	return &releaseJob{token: token, lin: lin, auto: true}
 }
 
-// sendRelease patches the holder-release annotation for token; run by the callback runner.
+// sendRelease patches the holder-release annotation for token, of lineage lin; run by the
+// callback runner.
 // When the API server refused it, it lets the loop lead the token again; when the outcome is
 // unknown the token stays released. Either error is returned, and logged here.
-func (e *Elector) sendRelease(ctx context.Context, token int64) error {
+func (e *Elector) sendRelease(ctx context.Context, lin lineage, token int64) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReleaseTimeout)
 	defer cancel()
 	value := lockv1.HolderReleaseValue(e.cfg.Identity, token)
@@ -153,7 +157,7 @@ func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 			log.Info("release waits: the annotation confirms another slot's current term; sent again once that term ends", "token", token)
 			return fmt.Errorf("%w: %w", ErrReleaseDeferred, err)
 		}
-		e.released.CompareAndSwap(token, 0)
+		e.released.reset(lin, token)
 		log.Info("release refused; the controller ends the term after the lock delay", "token", token, "status", code, "error", err.Error())
 		return err
 	}
@@ -165,18 +169,18 @@ func (e *Elector) sendRelease(ctx context.Context, token int64) error {
 // observation shows this pod's released term Held without the annotation (the patch was
 // lost, its outcome was unknown, or someone removed the annotation). At most one per
 // observation, and none while an earlier release is unanswered.
-func (l *loop) resend(token int64) {
+func (l *loop) resend(token int64, lin lineage) {
 	if l.cb.pending.Load() > 0 {
 		return
 	}
 	l.log.Info("release not on the lock; sending it again", "token", token)
-	l.cb.release(&releaseJob{token: token})
+	l.cb.release(&releaseJob{token: token, lin: lin})
 }
 
 // skip drops an automatic release the runner may not send (the term's OnStartedLeading
 // returned before the term ended): the loop may lead the token again.
 func (e *Elector) skipRelease(j *releaseJob) {
-	e.released.CompareAndSwap(j.token, 0)
+	e.released.reset(j.lin, j.token)
 	e.log().Info("release not sent: OnStartedLeading returned before the term ended, so its work may go on", "token", j.token)
 	j.finish(nil)
 }

@@ -228,13 +228,13 @@ func (l *ResourceLock) Create(ctx context.Context, _ resourcelock.LeaderElection
 // reads the clock itself. Check it right before each write.
 func (l *ResourceLock) Valid() bool {
 	v := l.led.Load()
-	return v != nil && now() < v.deadline && v.token > l.e.abandoned.Load()
+	return v != nil && now() < v.deadline && v.token > l.e.abandoned.load(v.lin)
 }
 
 // Token returns the confirmed term's fencing token while Valid() is true, else 0.
 func (l *ResourceLock) Token() int64 {
 	v := l.led.Load()
-	if v == nil || now() >= v.deadline || v.token <= l.e.abandoned.Load() {
+	if v == nil || now() >= v.deadline || v.token <= l.e.abandoned.load(v.lin) {
 		return 0
 	}
 	return v.token
@@ -257,7 +257,7 @@ func (l *ResourceLock) Writer() string { return l.e.Writer() }
 // wrapping ErrAbandoned, while the lock still names this pod with it.
 func (l *ResourceLock) Abandon(token int64) {
 	l.e.Abandon(token)
-	if v := l.led.Load(); v != nil && v.token <= l.e.abandoned.Load() {
+	if v := l.led.Load(); v != nil && v.token <= l.e.abandoned.load(v.lin) {
 		l.led.CompareAndSwap(v, nil)
 	}
 }
@@ -266,7 +266,7 @@ func (l *ResourceLock) Abandon(token int64) {
 // is confirmed (the newest Update failed).
 func (l *ResourceLock) ValidUntil() time.Time {
 	v := l.led.Load()
-	if v == nil || v.token <= l.e.abandoned.Load() {
+	if v == nil || v.token <= l.e.abandoned.load(v.lin) {
 		return time.Time{}
 	}
 	return v.deadline.Wall()

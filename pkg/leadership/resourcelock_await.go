@@ -46,7 +46,7 @@ func (l *ResourceLock) awaitGrant(ctx context.Context) {
 				return
 			}
 			lock, isLock := ev.Object.(*lockv1.DistributedLock)
-			if !isLock || judge(inClusterView(lock), l.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load()) != grantLead {
+			if !isLock || judge(inClusterView(lock), l.cfg.Identity, l.e.released.load(lineageOf(lock)), l.e.abandoned.load(lineageOf(lock))) != grantLead {
 				continue
 			}
 			// Granted: a lost term's validity may still have to pass (RunManager).

@@ -145,7 +145,7 @@ func (l *ResourceLock) Release(ctx context.Context) error {
 		return ErrUncleanStop
 	}
 	t := l.lastTerm()
-	if t == nil || t.token <= l.e.abandoned.Load() {
+	if t == nil || t.token <= l.e.abandoned.load(t.lin) {
 		return ErrNotLeading // an abandoned term is never released
 	}
 	l.led.Store(nil)
@@ -157,9 +157,9 @@ func (l *ResourceLock) Release(ctx context.Context) error {
 		return ErrNotLeading
 	}
 	st := &inClusterView(lock).Status
-	if !(view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}).names(l.cfg.Identity, t.token) {
-		return ErrNotLeading
+	if !(view{uid: st.HolderUID, token: st.FencingToken, lin: lineageOf(lock), phase: st.Phase}).names(t.lin, l.cfg.Identity, t.token) {
+		return ErrNotLeading // another lineage's token is another grant, whatever its number
 	}
-	l.e.released.Store(max(l.e.released.Load(), t.token))
-	return l.e.sendRelease(ctx, t.token)
+	l.e.released.raise(t.lin, t.token)
+	return l.e.sendRelease(ctx, t.lin, t.token)
 }

@@ -112,7 +112,8 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 		return nil, renewal{}, err
 	}
 	lock = inClusterView(lock) // a Global lock's holder is status.globalHolderUID
-	g := judge(lock, l.cfg.Identity, l.e.released.Load(), l.e.abandoned.Load())
+	lin := lineageOf(lock)     // what this process released or abandoned counts in it only
+	g := judge(lock, l.cfg.Identity, l.e.released.load(lin), l.e.abandoned.load(lin))
 	var refused error
 	if g == grantLead {
 		refused = l.e.cfg.refuses(time.Duration(lock.Status.TermLeaseSeconds) * time.Second)
@@ -137,7 +138,7 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 	if g == grantResend {
 		// A release this lock sent may have been lost: send it again (its outcome settles the
 		// token as Release does).
-		_ = l.e.sendRelease(ctx, lock.Status.FencingToken)
+		_ = l.e.sendRelease(ctx, lin, lock.Status.FencingToken)
 	}
 	return lock, r, nil
 }
@@ -167,7 +168,8 @@ func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, 
 	l.readSucceeded(lock, sent)
 	prev := l.refused
 	st := &lock.Status
-	l.refused = abandonedErr(view{uid: st.HolderUID, token: st.FencingToken, phase: st.Phase}, l.cfg.Identity, l.e.abandoned.Load())
+	lin := lineageOf(lock)
+	l.refused = abandonedErr(view{uid: st.HolderUID, token: st.FencingToken, lin: lin, phase: st.Phase}, l.cfg.Identity, l.e.abandoned.load(lin))
 	if g == grantLead && isRefusal(r.err) {
 		if prev == nil {
 			l.e.log().Info("term refused", "token", lock.Status.FencingToken, "error", r.err.Error())
@@ -178,14 +180,15 @@ func (l *ResourceLock) settle(lock *lockv1.DistributedLock, g grant, r renewal, 
 		l.led.Store(nil)
 		return
 	}
-	v := &termView{token: r.token, deadline: r.deadline}
-	if old := l.led.Load(); old != nil && old.token == v.token && old.deadline > v.deadline && !lock.Spec.IsGlobal() {
+	v := &termView{token: r.token, lin: lin, deadline: r.deadline}
+	if old := l.led.Load(); old != nil && old.token == v.token && old.lin == v.lin && old.deadline > v.deadline && !lock.Spec.IsGlobal() {
 		// An older read answered late: it does not shorten the term. The global bound is
 		// computed from every read so far, so its newest value stands, earlier or not.
 		v = old
 	}
+	l.e.ledTop.raise(lin, v.token) // before the term is visible: Abandon(token) finds its lineage
 	l.led.Store(v)
-	if l.last == nil || l.last.token != v.token || l.last.deadline < v.deadline {
+	if l.last == nil || l.last.token != v.token || l.last.lin != v.lin || l.last.deadline < v.deadline {
 		l.last = v
 	}
 }
@@ -226,11 +229,11 @@ func record(lock *lockv1.DistributedLock, me string, granted bool) *resourcelock
 }
 
 // globalRenewal records a consistent read of a Global lock (view: inClusterView) sent at sent
-// and caps r by the global bound over the reads recorded so far.
+// and answered at done, and caps r by the global bound over the reads recorded so far.
 func (l *ResourceLock) globalRenewal(view *lockv1.DistributedLock, r renewal, margin time.Duration, t timings, sent, done instant) renewal {
 	lease := time.Duration(view.Status.TermLeaseSeconds) * time.Second
 	l.mu.Lock()
-	l.global.add(readOf(view, sent, l.cfg.Identity))
+	l.global.add(readOf(view, sent, done, l.cfg.Identity))
 	until, why := l.global.validUntil(view.UID, sent.Add(lease-margin), view.Status.FencingToken, l.e.cfg.Margin)
 	l.mu.Unlock()
 	return capRenewal(r, until, why, t, done)

@@ -24,7 +24,7 @@ type termSlotKey struct{}
 // -1 when not leading (no term, its deadline passed, or abandoned), exactly when Token() is 0.
 func (e *Elector) Slot() int {
 	v := e.led.Load()
-	if v == nil || now() >= v.deadline || v.token <= e.abandoned.Load() {
+	if v == nil || now() >= v.deadline || v.token <= e.abandoned.load(v.lin) {
 		return -1
 	}
 	return v.slot

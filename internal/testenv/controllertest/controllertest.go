@@ -94,6 +94,12 @@ type Config struct {
 	// ElectionTTL is the replica's election session TTL; its grant lease's TTL is 10 s more.
 	// Default 3 s.
 	ElectionTTL time.Duration
+	// ClusterName is the manager's --cluster-name (Global locks); empty: unset. With it,
+	// Global is required: Start registers the cluster (RegisterCluster), failing the test
+	// on a refusal.
+	ClusterName string
+	// Global is the shared etcd's side of Global locks (with ClusterName).
+	Global *lease.Global
 }
 
 // Start runs a manager with the lockwarden controller (its own election session, two
@@ -122,10 +128,17 @@ func Start(t testing.TB, cfg *rest.Config, c Config) (stop func()) {
 	if err != nil {
 		t.Fatalf("manager: %v", err)
 	}
+	var cluster lease.ClusterID
+	if c.ClusterName != "" {
+		if cluster, err = controllers.RegisterCluster(context.Background(), mgr.GetAPIReader(), c.Global, c.ClusterName, c.Engine.Prefix()); err != nil {
+			t.Fatalf("register cluster %s: %v", c.ClusterName, err)
+		}
+	}
 	active, err := controllers.NewActive(controllers.ActiveConfig{
 		Engine: c.Engine, Manager: mgr, Identity: c.Identity,
 		ElectionTTL: c.ElectionTTL, GrantTTL: c.ElectionTTL + 10*time.Second, MaxConcurrentReconciles: 2,
 		Metrics: controllers.NewMetrics(prometheus.NewRegistry()), Retry: 100 * time.Millisecond,
+		Cluster: cluster, Global: c.Global,
 	})
 	if err != nil {
 		t.Fatalf("controller config: %v", err)
