@@ -32,16 +32,17 @@
 // spec.globalName (L = 6 s, D = 12 s, G = L) on the shared etcd, and every worker of both
 // clusters writes to ONE ledger outside both. NewGlobalSchedule draws one or two faults a run
 // (global.go): kill the holder cluster's manager, cut it from etcd past G + D, delete the
-// holder pod, kill an etcd member, SIGSTOP the holder's worker past L + D. Checked: CheckLedger
-// and CheckLinearizable on the shared ledger, Overlaps and CheckOverlaps (tolerance 0) on
-// the workers of both clusters together, CheckGlobalTokens on each cluster's statuses (tokens
-// only grow, the round rules, no holderUID), CheckGlobalClaims (no token claimed by two
-// clusters), and against the harness's watch of the shared etcd's keys of the run's global
-// name (globaletcd.go) CheckClaimsGranted (every claim is a grant etcd made to that cluster
-// and pod) and CheckGrantsTombstoned (R6: every grant put the tombstone, which is never
-// deleted), CheckLiveness after each heal (G + D + 4 s; after a fault that ends the term, a
-// write under a newer token, or after a short manager kill the same term's rounds going on). Measured: the failover after a
-// manager kill or cut, from the fault to the other cluster's first accepted write
-// (FirstWrite), against docs/global.md's bound G + D + 1 s; the run ends with a "summary:"
-// line (runs, violations, failover p50 and max, bound).
+// holder pod, kill an etcd member, SIGSTOP the holder's worker past L + D. Checked:
+// CheckLedger and CheckLinearizable on the shared ledger, Overlaps and CheckOverlaps
+// (tolerance 0) on the workers of both clusters together, CheckGlobalTokens on each cluster's
+// statuses (tokens only grow, the round rules, no holderUID), CheckGlobalClaims (no token
+// claimed by two clusters), and against the harness's watch of the shared etcd's keys of the
+// run's global name (globaletcd.go) CheckClaimsGranted (every claim is a grant etcd made to
+// that cluster and pod) and CheckGrantsTombstoned (R6: every grant put the tombstone, which is
+// never deleted), CheckLiveness after each heal (G + D + 4 s; after a fault that ends the
+// term, a write under a newer token, or after a short manager kill the same term's rounds
+// going on). Measured: the failover after a manager kill or cut, from the fault to the other
+// cluster's first accepted write (FirstWrite), against docs/global.md's bound G + D + 1 s, and
+// how far apart the two clusters' pods led at each handover (HandoverGaps); the run ends with
+// a "summary:" line (runs, violations, failover p50 and max, bound).
 package chaos

@@ -7,10 +7,10 @@
 // the histories (package chaos). Runs share the control plane and the etcd cluster; each has
 // its own namespace, lock, etcd prefix and ledger.
 //
-//	go run ./test/chaos/cmd/chaos -seed 1 -runs 10      # make chaos SEED=1 RUNS=10
-//	go run ./test/chaos/cmd/chaos -seed 1 -duration 30m # make chaos-long DURATION=30m
-//	go run ./test/chaos/cmd/chaos -ci                   # make chaos-ci
-//	go run ./test/chaos/cmd/chaos -global -seed 1 -runs 4 # make chaos-global SEED=1 RUNS=4
+//	go run ./test/chaos/cmd/chaos -seed 1 -runs 10         # make chaos SEED=1 RUNS=10
+//	go run ./test/chaos/cmd/chaos -seed 1 -duration 30m    # make chaos-long DURATION=30m
+//	go run ./test/chaos/cmd/chaos -ci                      # make chaos-ci
+//	go run ./test/chaos/cmd/chaos -global -seed 1 -runs 4  # make chaos-global SEED=1 RUNS=4
 //
 // With -global it runs the global mode instead (global.go): two control planes, east and
 // west, one manager each (--cluster-name, one --global-etcd-prefix), contending for one scope
