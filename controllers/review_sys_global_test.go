@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -50,6 +51,11 @@ type sysSide struct {
 	*clusterSide
 	mgrAPI  *apiproxy.Proxy // between the manager and its API server
 	mgrEtcd *etcdtest.Proxy // between the manager and the shared etcd
+	// mgrTCP is a TCP proxy between the manager and its API server (used instead of mgrAPI
+	// with useTCP): paused bytes are delivered when it unpauses, also those of requests
+	// their sender gave up on, so a write can commit long after it was sent.
+	mgrTCP  *etcdtest.Proxy
+	useTCP  bool
 	kubelet *podsim.Kubelet
 	pods    []*sysPod
 	// electionTTL and electionLossExpected configure the manager (controllertest.Config).
@@ -295,7 +301,7 @@ func newSysSide(t *testing.T, name string, cfg *testenv.Env, c client.WithWatch,
 	}
 	return &sysSide{
 		clusterSide: &clusterSide{t: t, name: name, cfg: cfg, c: c, ns: ns, backend: b, global: g},
-		mgrAPI:      ap, mgrEtcd: ep,
+		mgrAPI:      ap, mgrEtcd: ep, mgrTCP: etcdtest.NewProxy(t, cfg.Config.Host),
 		kubelet: &podsim.Kubelet{Client: cs, Namespace: ns},
 	}
 }
@@ -303,7 +309,12 @@ func newSysSide(t *testing.T, name string, cfg *testenv.Env, c client.WithWatch,
 // startManager runs the side's manager through its proxies.
 func (s *sysSide) startManager() {
 	s.t.Helper()
-	s.stop = controllertest.Start(s.t, s.mgrAPI.Config(), controllertest.Config{
+	rc := s.mgrAPI.Config()
+	if s.useTCP {
+		rc = rest.CopyConfig(s.cfg.Config)
+		rc.Host = "https://" + s.mgrTCP.Host()
+	}
+	s.stop = controllertest.Start(s.t, rc, controllertest.Config{
 		Namespace: s.ns, Engine: s.backend.Engine, Identity: s.name + "-manager",
 		ClusterName: s.name, Global: s.global,
 		ElectionTTL: s.electionTTL, ElectionLossExpected: s.electionLossExpected,
@@ -557,6 +568,24 @@ func TestReviewSysGlobal(t *testing.T) {
 		sc.holder.mgrAPI.SetMode(apiproxy.Pass)
 	})
 
+	t.Run("holder manager's API link paused at TCP level past the takeover, then delivered (late writes)", func(t *testing.T) {
+		sc := startSys(t, second, "sys-mgrtcp.example.com", func(s *sysSide) { s.useTCP = true })
+		time.Sleep(globalL)
+		f := time.Now()
+		sc.holder.mgrTCP.Pause()
+		sc.failover("holder manager's API link paused (TCP)", f, globalG+globalD+10*time.Second, inCluster(sc.othr))
+		released := time.Now()
+		sc.holder.mgrTCP.Unpause()
+		t.Logf("delivered the paused bytes at %s", sc.rec.rel(released))
+		time.Sleep(6 * time.Second)
+		for _, p := range sc.holder.pods {
+			if p.el.Token() != 0 {
+				t.Errorf("%s of the paused cluster leads token %d after the late delivery", p.name, p.el.Token())
+			}
+		}
+		sc.rec.finish(t)
+	})
+
 	// The holder manager's etcd link slowed, each direction by d (etcd's proxy delays every
 	// chunk it forwards, so a burst waits longer): confirmations, keepalives and the election's
 	// renewals answer late, rounds' status writes land late.
@@ -569,14 +598,16 @@ func TestReviewSysGlobal(t *testing.T) {
 		sc.holder.mgrEtcd.DelayTx(d)
 		sc.holder.mgrEtcd.DelayRx(d)
 		probe := probeEtcd(t, sc.holder.mgrEtcd.Endpoint())
-		time.Sleep(22 * time.Second)
+		time.Sleep(16 * time.Second)
 		sc.holder.mgrEtcd.UndelayTx()
 		sc.holder.mgrEtcd.UndelayRx()
 		t.Logf("etcd delayed %v each way: a probe's linearizable Get through the same proxy took %s", d, probe())
-		if at, iv := sc.rec.firstValid(f, notPod(sc.holderPod)); iv != nil {
+		if lossExpected {
+			sc.failover(fmt.Sprintf("etcd delayed %v each way", d), f, globalG+globalD+10*time.Second, notPod(sc.holderPod))
+		} else if at, iv := sc.rec.firstValid(f, notPod(sc.holderPod)); iv != nil {
 			t.Logf("FAILOVER etcd delayed %v each way: %s leads token %d %.3fs after the delay began (G + D + 1 s = %v)", d, iv.pod, iv.token, at.Sub(f).Seconds(), globalG+globalD+time.Second)
 		} else {
-			t.Logf("etcd delayed %v each way: no failover in 22 s; %s valid now: %v", d, sc.holderPod.name, sc.holderPod.el.Valid())
+			t.Logf("etcd delayed %v each way: no failover in 16 s; %s valid now: %v", d, sc.holderPod.name, sc.holderPod.el.Valid())
 		}
 		time.Sleep(3 * time.Second)
 		sc.rec.finish(t)
