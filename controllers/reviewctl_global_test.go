@@ -7,6 +7,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/testenv"
@@ -200,5 +202,68 @@ func TestReviewCtlGlobalReplacedEtcd(t *testing.T) {
 		l, _ := s.get("x")
 		return fmt.Sprintf("after the shared etcd was replaced, the lock is held here with a token below the published %d (maxFencingToken %d): %s",
 			t1, l.Status.MaxFencingToken, describeGlobal(&l.Status))
+	})
+}
+
+// TestReviewCtlGlobalBadRecord pins Observe's errors: a tombstone whose record does not
+// parse is never read as "T never written" (R6' would grant at once, with no wait for the
+// grant that record may stand for); the lock is not granted and says the etcd read failed.
+func TestReviewCtlGlobalBadRecord(t *testing.T) {
+	ns := fixtureNamespace(t, "revctl-").Name
+	b := controllertest.NewBackend(t, etcd.Endpoint)
+	g, err := lease.NewGlobal(b.Client, fmt.Sprintf("/lockwarden-test-global/%d", globalPrefixes.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Client.Put(bg(), g.TombstonePath("bad.example.com"), `{"kind":"grant","cluster":`); err != nil {
+		t.Fatal(err)
+	}
+	s := &clusterSide{t: t, name: "east", cfg: env, c: k8s, ns: ns, backend: b, global: g}
+	s.pod("p1", "app")
+	s.lock("x", "app", "bad.example.com")
+	s.start()
+	waitSide(t, s, "x", 10*time.Second, "EtcdAvailable=False", func(st *lockv1.DistributedLockStatus) bool {
+		c := meta.FindStatusCondition(st.Conditions, lockv1.ConditionEtcdAvailable)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	consistently(t, 3*time.Second, func() bool {
+		l, err := s.get("x")
+		v, _ := b.Client.Get(bg(), g.GrantPath("bad.example.com"))
+		return err == nil && !heldHere(&l.Status) && l.Status.GlobalRound == 0 && v != nil && len(v.Kvs) == 0
+	}, func() string { return "a lock whose tombstone does not parse was granted" })
+}
+
+// TestReviewCtlGlobalLeaseRaised: spec.leaseDurationSeconds is mutable. Raised mid-term from
+// 6 to 21 (lockDelaySeconds unset: 42 s), the rounds and so the keepalives go every 7 s
+// (P0 from the spec now), while the grant's lease keeps the TTL it was granted with (G = 6 s)
+// and K's record keeps D = 12 s. Liveness only: the term should go on under its token.
+func TestReviewCtlGlobalLeaseRaised(t *testing.T) {
+	ns := fixtureNamespace(t, "revctl-").Name
+	b := controllertest.NewBackend(t, etcd.Endpoint)
+	g, err := lease.NewGlobal(b.Client, fmt.Sprintf("/lockwarden-test-global/%d", globalPrefixes.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &clusterSide{t: t, name: "east", cfg: env, c: k8s, ns: ns, backend: b, global: g}
+	p1 := s.pod("p1", "app")
+	s.lock("x", "app", "raised.example.com")
+	s.start()
+	l := waitSide(t, s, "x", 15*time.Second, "held", heldHereBy(p1))
+	t1 := l.Status.FencingToken
+	eventually(t, 5*time.Second, func() bool {
+		cur, err := s.get("x")
+		if err != nil {
+			return false
+		}
+		cur.Spec.LeaseDurationSeconds = 21
+		return s.c.Update(bg(), cur) == nil
+	}, func() string { return "raise leaseDurationSeconds" })
+	consistently(t, 16*time.Second, func() bool {
+		v, err := g.Observe(bg(), "raised.example.com")
+		return err == nil && v.Held && v.Token == t1
+	}, func() string {
+		v, err := g.Observe(bg(), "raised.example.com")
+		cur, _ := s.get("x")
+		return fmt.Sprintf("the grant with token %d lapsed after leaseDurationSeconds was raised to 21: K held %v token %d (%v); status %s", t1, v.Held, v.Token, err, describeGlobal(&cur.Status))
 	})
 }
