@@ -267,3 +267,48 @@ func TestReviewCtlGlobalLeaseRaised(t *testing.T) {
 		return fmt.Sprintf("the grant with token %d lapsed after leaseDurationSeconds was raised to 21: K held %v token %d (%v); status %s", t1, v.Held, v.Token, err, describeGlobal(&cur.Status))
 	})
 }
+
+// TestReviewCtlGlobalRecreatedSameName pins F2/C5 for a re-created object: the holder's lock
+// loses its finalizer by hand while its grant stands, and a lock of the same name and
+// globalName is created again (a new UID) over another pod. T still holds the old object's
+// grant: no R8, no adoption of K; the new object waits D after K is gone (R7).
+func TestReviewCtlGlobalRecreatedSameName(t *testing.T) {
+	ns := fixtureNamespace(t, "revctl-").Name
+	b := controllertest.NewBackend(t, etcd.Endpoint)
+	g, err := lease.NewGlobal(b.Client, fmt.Sprintf("/lockwarden-test-global/%d", globalPrefixes.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &clusterSide{t: t, name: "east", cfg: env, c: k8s, ns: ns, backend: b, global: g}
+	p1 := s.pod("p1", "old")
+	s.lock("x", "old", "same.example.com")
+	grants := watchGrant(t, s, "same.example.com")
+	s.start()
+	old := waitSide(t, s, "x", 15*time.Second, "held", heldHereBy(p1))
+	s.stop()
+	old.Finalizers = nil
+	if err := k8s.Update(bg(), old); err != nil {
+		t.Fatalf("drop the finalizer by hand: %v", err)
+	}
+	if err := k8s.Delete(bg(), old); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	p2 := s.pod("p2", "new")
+	eventually(t, 10*time.Second, func() bool {
+		_, err := s.get("x")
+		return apierrors.IsNotFound(err)
+	}, func() string { return "the old lock is still there" })
+	s.lock("x", "new", "same.example.com")
+	s.stop = controllertest.Start(t, s.cfg.Config, controllertest.Config{
+		Namespace: ns, Engine: b.Engine, Identity: "east-manager", ClusterName: "east", Global: g,
+	})
+	t.Cleanup(s.stop)
+	l := waitSide(t, s, "x", globalG+globalD+8*time.Second, "the new object held by p2", heldHereBy(p2))
+	if l.Status.FencingToken <= old.Status.FencingToken {
+		t.Fatalf("the new object's token %d is not above the old %d", l.Status.FencingToken, old.Status.FencingToken)
+	}
+	deleted, granted := grants.gapBefore(t, l.Status.FencingToken)
+	if gap := granted.Sub(deleted); gap < globalD-watchLag {
+		t.Errorf("the re-created lock was granted %v after the old object's K was gone; want at least D = %v", gap, globalD)
+	}
+}
