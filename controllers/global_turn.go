@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (r *GlobalReconciler) reconcileNamed(ctx context.Context, nn types.Namespac
 	var lock lockv1.DistributedLock
 	if err := r.APIReader.Get(ctx, nn, &lock); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mem.forget(key)
+			r.forget(key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
@@ -82,6 +83,7 @@ func (r *GlobalReconciler) reconcileNamed(ctx context.Context, nn types.Namespac
 	for range maxGlobalSteps {
 		step := decideGlobal(t.input())
 		log.FromContext(ctx).V(1).Info("global step", "lock", key, "step", step.verb.String(), "why", step.why)
+		r.noteRegression(ctx, t.lock, key, step)
 		done, err := t.apply(ctx, step)
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: globalRetry}, nil // new evidence: the next turn reads again (L5)
@@ -215,7 +217,7 @@ func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err er
 		t.requeue = s.after
 		return true, nil
 	case gDropFinalizer:
-		r.mem.forget(t.key)
+		r.forget(t.key)
 		return true, r.dropFinalizer(ctx, l)
 	case gPublishElsewhere:
 		st := l.Status.DeepCopy()
@@ -224,7 +226,7 @@ func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err er
 	case gPublishFree:
 		st := l.Status.DeepCopy()
 		_, phase := freeReason(t.input())
-		publishFree(st, l.Generation, phase, s.reason, freeMessage(s.reason))
+		publishFree(st, l.Generation, phase, s.reason, cmp.Or(s.msg, freeMessage(s.reason)))
 		return false, t.write(ctx, st)
 	case gConfirm:
 		token := t.view.Token
