@@ -337,7 +337,7 @@ func regressionStep(in globalInput, why string) globalStep {
 // globalName or as scope Cluster, may be granted at once) only when no such pod can be valid:
 // the object never published a round (no pod of it was ever valid: rounds are never removed);
 // or this process deleted its own token after the delay from the acknowledged Releasing, and
-// T still holds that token; or the delay (the largest of the lock's, T's carried one and the
+// the object's rounds vouch for no later token; or the delay (the largest of the lock's, T's carried one and the
 // one published) has passed on this process's clock since its first reception of a read
 // showing K absent (freeAt: a new process counts from its own first such read, as R7 does).
 func decideGlobalDeletedFree(in globalInput) globalStep {
@@ -345,7 +345,11 @@ func decideGlobalDeletedFree(in globalInput) globalStep {
 	switch {
 	case p.round == 0:
 		return globalStep{verb: gDropFinalizer, why: "deleted, and no round was ever published for this object"}
-	case m.deletedToken != 0 && v.TCreate != 0 && v.TMod == m.deletedToken:
+	case m.deletedToken != 0 && p.roundToken <= m.deletedToken:
+		// T may already hold another cluster's waiting record, written as soon as K went:
+		// what matters is that no round of this object vouches for a later token than the
+		// one this process deleted (only this process grants for the object while its
+		// election stands, and newGrant forgets deletedToken).
 		return globalStep{verb: gDropFinalizer, why: fmt.Sprintf("deleted, and this process deleted its own token %d after the delay", m.deletedToken)}
 	case m.freeAt == 0:
 		return globalStep{verb: gObserve, after: globalObserveSoon, why: "deleted: no reception of K absent recorded yet"}
