@@ -196,22 +196,28 @@ func (t *globalTurn) holderEndOf(ctx context.Context, g lease.GlobalRecord) stri
 // input is decideGlobal's input now.
 func (t *globalTurn) input() globalInput {
 	l := t.lock
-	lease := time.Duration(l.Spec.LeaseDurationSeconds) * time.Second
+	g := t.termLease()
 	return globalInput{
 		now: clock.Now(), owner: t.r.Election.Valid(), apiOK: t.apiOK,
 		cluster: t.r.Cluster, uid: l.UID, contender: t.contender, preference: l.Spec.ClusterPreference,
 		deleting: l.DeletionTimestamp != nil, suspend: l.Spec.Suspend,
-		ownDelay: seconds(l.Spec.EffectiveLockDelaySeconds()), period: lease / 3, leaseTTL: lease,
+		ownDelay: seconds(l.Spec.EffectiveLockDelaySeconds()), period: g / 3, leaseTTL: g,
 		view: t.view, pub: publishedOf(&l.Status), candidate: t.chooseCandidate(), holderEnd: t.holderEnd,
 		mem: t.r.mem.get(t.key, l.UID),
 	}
+}
+
+// termLease is G of the turn's view (termLease): the grant's own TTL when K is this
+// object's grant.
+func (t *globalTurn) termLease() time.Duration {
+	return termLease(&t.lock.Spec, &t.lock.Status, t.view, t.r.Cluster, t.lock.UID)
 }
 
 // apply performs one step; done ends the turn (t.requeue says when to run again).
 func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err error) {
 	r, l, name := t.r, t.lock, t.lock.Spec.GlobalName
 	guard := r.Election.IsOwner()
-	period := time.Duration(l.Spec.LeaseDurationSeconds) * time.Second / 3
+	period := t.termLease() / 3
 	switch s.verb {
 	case gIdle, gObserve:
 		t.requeue = s.after
@@ -295,7 +301,8 @@ func (t *globalTurn) writeRound(ctx context.Context, s globalStep) error {
 	l, v := t.lock, t.view
 	round := l.Status.GlobalRound + 1
 	st := l.Status.DeepCopy()
-	publishRound(st, l.Generation, t.r.Cluster.Name, v.Grant, v.Token, v.Lease, round, l.Spec.LeaseDurationSeconds, s.releasing, s.reason, metav1.Now())
+	g := t.termLease()
+	publishRound(st, l.Generation, t.r.Cluster.Name, v.Grant, v.Token, v.Lease, round, seconds32(g), s.releasing, s.reason, metav1.Now())
 	sent := clock.Now()
 	t.r.mem.update(t.key, l.UID, func(o *globalObject) {
 		if o.roundToken != v.Token {
@@ -303,7 +310,7 @@ func (t *globalTurn) writeRound(ctx context.Context, s globalStep) error {
 		}
 		o.roundSent, o.roundWritten = sent, true
 	})
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(l.Spec.LeaseDurationSeconds)*time.Second/3)
+	wctx, cancel := context.WithTimeout(ctx, g/3)
 	defer cancel()
 	if err := t.write(wctx, st); err != nil {
 		return err // an ambiguous write is no evidence (C6): the next turn reads
@@ -325,10 +332,12 @@ func (t *globalTurn) grant(ctx context.Context, s globalStep, guard clientv3.Cmp
 	if c == nil {
 		return t.observe(ctx)
 	}
+	ttl := seconds(l.Spec.LeaseDurationSeconds)
 	req := lease.GlobalGrantRequest{
 		Basis: s.basis, Rev: s.rev,
-		Record: lease.GlobalRecord{Cluster: t.r.Cluster, Object: string(l.UID), Holder: c.name, HolderUID: string(c.uid), DelaySeconds: s.delay},
-		TTL:    time.Duration(l.Spec.LeaseDurationSeconds) * time.Second,
+		Record: lease.GlobalRecord{Cluster: t.r.Cluster, Object: string(l.UID), Holder: c.name, HolderUID: string(c.uid), DelaySeconds: s.delay,
+			LeaseSeconds: l.Spec.LeaseDurationSeconds}, // G, for P0 and the keepalives of the term (termLease)
+		TTL: ttl,
 	}
 	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
