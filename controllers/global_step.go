@@ -287,6 +287,9 @@ func decideGlobalFree(in globalInput) globalStep {
 		if left := preferenceLeft(in); left > 0 && !in.mem.tomb.sent {
 			return globalStep{verb: gIdle, after: left, why: "clusterPreference: a more preferred cluster may start its wait first"}
 		}
+		if left := successionLeft(in); left > 0 && !in.mem.tomb.sent {
+			return globalStep{verb: gIdle, after: left, why: "another cluster's grant was just deleted: its own succession (R8) may follow"}
+		}
 		return globalStep{verb: gWaitRecord, rev: tk.basis, delay: max(own, v.Tomb.DelaySeconds), why: fmt.Sprintf("R7.2: wait from revision %d", tk.basis)}
 	case takeGrant:
 		return globalStep{verb: gGrant, basis: lease.GrantTakeover, rev: tk.tombRev, delay: own, why: fmt.Sprintf("R7.3: the wait passed; T still at %d", tk.tombRev)}
@@ -382,6 +385,23 @@ func preferenceLeft(in globalInput) time.Duration {
 		}
 	}
 	return time.Duration(rank)*in.period - in.now.Sub(in.mem.freeAt)
+}
+
+// successionGrace is how long a cluster holds back its waiting record after it first saw
+// free a grant that T records as another cluster's: that cluster may be handing the term to
+// one of its own pods (R8: its delete and its successor's grant are two transactions, and a
+// waiting record between them makes the succession fail and costs a lock delay). Liveness
+// only: the wait then counts from a newer observation, so a takeover after a lapsed grant
+// comes at most this much later.
+const successionGrace = 250 * time.Millisecond
+
+// successionLeft is how much longer this cluster holds back its waiting record so (0: none).
+func successionLeft(in globalInput) time.Duration {
+	t := in.view.Tomb
+	if in.mem.freeAt == 0 || t.Kind != lease.RecordGrant || t.Cluster.UID == in.cluster.UID {
+		return 0
+	}
+	return successionGrace - in.now.Sub(in.mem.freeAt)
 }
 
 // mayGrantHere: this cluster may make a grant of the lock now (R4': the election is valid,
