@@ -79,9 +79,10 @@ func (c *ActiveConfig) Validate() error {
 // grants. A held lock costs no goroutine or watch of its own: one watch of the lock prefix
 // wakes the locks whose keys change.
 type Active struct {
-	cfg ActiveConfig
-	mu  sync.Mutex
-	rec *Reconciler
+	cfg  ActiveConfig
+	mu   sync.Mutex
+	rec  *Reconciler
+	grec *GlobalReconciler
 }
 
 // NewActive validates cfg and returns the runnable; an invalid config is an error here, never
@@ -109,15 +110,22 @@ func (a *Active) AddToManager(ctx context.Context) error {
 // NeedLeaderElection is false: the election is our own, in etcd.
 func (a *Active) NeedLeaderElection() bool { return false }
 
-// Healthy fails while the active reconciler reports a token regression.
+// Healthy fails while the active reconciler, or its Global lock reconciler, reports a token
+// regression.
 func (a *Active) Healthy() error {
 	a.mu.Lock()
-	r := a.rec
+	r, gr := a.rec, a.grec
 	a.mu.Unlock()
 	if r == nil {
 		return nil
 	}
-	return r.Healthy()
+	if err := r.Healthy(); err != nil {
+		return err
+	}
+	if gr != nil {
+		return gr.Healthy()
+	}
+	return nil
 }
 
 // Start waits for the election, then reconciles until the election is lost (returning
@@ -214,7 +222,7 @@ func (a *Active) lead(ctx context.Context, session *lease.Session, election *lea
 		return fmt.Errorf("epoch %d: build the Global lock controller: %w", epoch, err)
 	}
 	a.mu.Lock()
-	a.rec = r
+	a.rec, a.grec = r, gr
 	a.mu.Unlock()
 	a.cfg.Metrics.setActive(true, epoch)
 	defer a.cfg.Metrics.setActive(false, epoch)

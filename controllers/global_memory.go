@@ -60,6 +60,9 @@ type globalObject struct {
 	releasingToken  int64
 	releasingAt     clock.Instant
 	releasingReason string
+	// deletingSince: on a manager without --cluster-name, the reception of this process's
+	// first uncached read of the deleted lock (its delay counts from it); 0: none yet.
+	deletingSince clock.Instant
 }
 
 func newGlobalMemory() *globalMemory { return &globalMemory{locks: map[string]*globalObject{}} }

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/clock"
 	"github.com/lockwarden/lockwarden/pkg/lease"
 )
 
@@ -37,10 +39,11 @@ type GlobalReconciler struct {
 	// Global reaches the shared etcd; required with a Cluster.
 	Global GlobalEngine
 
-	once  sync.Once
-	mem   *globalMemory
-	mu    sync.Mutex
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request] // under mu
+	once      sync.Once
+	mem       *globalMemory
+	mu        sync.Mutex
+	queue     workqueue.TypedRateLimitingInterface[reconcile.Request] // under mu
+	regressed map[string]string                                       // under mu: locks in TokenRegression, by key: why
 }
 
 func (r *GlobalReconciler) init() {
@@ -53,7 +56,7 @@ func (r *GlobalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var lock lockv1.DistributedLock
 	if err := r.Client.Get(ctx, req.NamespacedName, &lock); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mem.forget(lockKey(req.Namespace, req.Name))
+			r.forget(lockKey(req.Namespace, req.Name))
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock: %w", err)
@@ -80,18 +83,59 @@ func (r *GlobalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // unnamed handles a Global lock on a manager without --cluster-name: it publishes Held=False
-// ClusterNameUnset and nothing else, and lets a deleted lock go. Letting it go without ending a
-// term is safe: this manager grants nothing, and a term an earlier run granted lives on rounds
-// that nobody writes now (its pod stops within the lock delay of its last round, rule R5),
-// while its grant in the shared etcd lapses unrenewed (R4).
+// ClusterNameUnset and nothing else, and lets a deleted lock go (unnamedDeleted).
 func (r *GlobalReconciler) unnamed(ctx context.Context, lock *lockv1.DistributedLock) (ctrl.Result, error) {
 	if lock.DeletionTimestamp != nil {
-		return ctrl.Result{}, r.dropFinalizer(ctx, lock)
+		return r.unnamedDeleted(ctx, client.ObjectKeyFromObject(lock))
 	}
 	st := lock.Status.DeepCopy()
 	setCondition(st, lock.Generation, lockv1.ConditionHeld, false, ReasonClusterNameUnset,
 		"this lock has scope Global and the lockwarden manager runs without --cluster-name: no Global lock is granted in this cluster")
 	return ctrl.Result{}, r.writeStatus(ctx, lock, st)
+}
+
+// unnamedDeleted lets a deleted Global lock go on a manager without --cluster-name. This
+// manager grants nothing, and a term an earlier run granted lives on rounds that nobody writes
+// now, while its grant in the shared etcd lapses unrenewed (R4). But its pod may still lead by
+// R5 up to S + D - m, S before the last round's commit: a lock that published a term (rounds
+// or a holder) goes only once D (the published globalLockDelaySeconds, at least the lock's
+// own delay) has passed on this process's clock since the reception of its first uncached
+// read of the deleted lock. At most one late round of a deposed replica can land after that
+// read (the next needs a confirmation its lost election fails), and the S of that round's
+// pods precedes the round before it, so precedes the read. A lock that never published a
+// round goes at once: no pod of it was ever valid.
+func (r *GlobalReconciler) unnamedDeleted(ctx context.Context, nn types.NamespacedName) (ctrl.Result, error) {
+	key := lockKey(nn.Namespace, nn.Name)
+	var lock lockv1.DistributedLock
+	if err := r.APIReader.Get(ctx, nn, &lock); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
+	}
+	at := clock.Now()
+	st := &lock.Status
+	if st.GlobalRound == 0 && st.GlobalHolderUID == "" {
+		r.forget(key)
+		return ctrl.Result{}, r.dropFinalizer(ctx, &lock)
+	}
+	var since clock.Instant
+	r.mem.update(key, lock.UID, func(o *globalObject) {
+		if o.deletingSince == 0 {
+			o.deletingSince = at
+		}
+		since = o.deletingSince
+	})
+	d := max(seconds(st.GlobalLockDelaySeconds), seconds(lock.Spec.EffectiveLockDelaySeconds()))
+	if left := d - clock.Now().Sub(since); left > 0 {
+		next := st.DeepCopy()
+		setCondition(next, lock.Generation, lockv1.ConditionHeld, false, ReasonClusterNameUnset,
+			fmt.Sprintf("deleted: a pod of its last global term (round %d) may lead up to the lock delay %v; the lock goes after it (no --cluster-name)", st.GlobalRound, d))
+		return ctrl.Result{RequeueAfter: left}, r.writeStatus(ctx, &lock, next)
+	}
+	r.forget(key)
+	return ctrl.Result{}, r.dropFinalizer(ctx, &lock)
 }
 
 // writeStatus writes st with the lock's resourceVersion as precondition when it differs from

@@ -22,6 +22,7 @@ func publishedOf(st *lockv1.DistributedLockStatus) publishedTerm {
 	p := publishedTerm{
 		phase: st.Phase, cluster: st.GlobalCluster, holder: st.Holder, holderUID: st.GlobalHolderUID,
 		token: st.FencingToken, round: st.GlobalRound, roundToken: st.GlobalToken, delay: st.GlobalLockDelaySeconds,
+		maxToken: st.MaxFencingToken,
 	}
 	if c := meta.FindStatusCondition(st.Conditions, lockv1.ConditionHeld); c != nil {
 		p.heldReason = c.Reason

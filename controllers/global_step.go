@@ -65,6 +65,7 @@ type publishedTerm struct {
 	round      int64     // status.globalRound
 	roundToken int64     // status.globalToken
 	delay      int32     // status.globalLockDelaySeconds
+	maxToken   int64     // status.maxFencingToken
 	heldReason string    // the Held condition's reason
 }
 
@@ -116,6 +117,8 @@ type globalStep struct {
 	// releasing (gWriteRound): the round publishes phase Releasing for reason.
 	releasing bool
 	reason    string
+	// msg (gPublishFree): the Held condition's message ("": the reason's usual one).
+	msg string
 	// after: when to run again (gIdle, gObserve).
 	after time.Duration
 	// why explains the step (logs, tests).
@@ -132,6 +135,9 @@ func decideGlobal(in globalInput) globalStep {
 	case !in.owner:
 		return globalStep{verb: gIdle, why: "the election is not valid: nothing (R4'(a))"}
 	case v.Held && ownsGrant(in):
+		if why := tokenRegression(in); why != "" {
+			return regressionStep(in, why)
+		}
 		return decideGlobalHolder(in)
 	case v.Held:
 		return decideGlobalElsewhere(in)
@@ -248,7 +254,10 @@ func termEndDelay(in globalInput) time.Duration {
 func decideGlobalFree(in globalInput) globalStep {
 	v, p, m := in.view, in.pub, in.mem
 	if in.deleting {
-		return globalStep{verb: gDropFinalizer, why: "deleted, and no term is held"}
+		return decideGlobalDeletedFree(in)
+	}
+	if why := tokenRegression(in); why != "" {
+		return regressionStep(in, why)
 	}
 	mayGrant := mayGrantHere(in)
 	own := seconds32(in.ownDelay)
@@ -278,6 +287,9 @@ func decideGlobalFree(in globalInput) globalStep {
 		if left := preferenceLeft(in); left > 0 && !in.mem.tomb.sent {
 			return globalStep{verb: gIdle, after: left, why: "clusterPreference: a more preferred cluster may start its wait first"}
 		}
+		if left := successionLeft(in); left > 0 && !in.mem.tomb.sent {
+			return globalStep{verb: gIdle, after: left, why: "another cluster's grant was just deleted: its own succession (R8) may follow"}
+		}
 		return globalStep{verb: gWaitRecord, rev: tk.basis, delay: max(own, v.Tomb.DelaySeconds), why: fmt.Sprintf("R7.2: wait from revision %d", tk.basis)}
 	case takeGrant:
 		return globalStep{verb: gGrant, basis: lease.GrantTakeover, rev: tk.tombRev, delay: own, why: fmt.Sprintf("R7.3: the wait passed; T still at %d", tk.tombRev)}
@@ -288,6 +300,71 @@ func decideGlobalFree(in globalInput) globalStep {
 		return globalStep{verb: gIdle, after: tk.wait, why: "R7: " + tk.verb.String()}
 	}
 	return globalStep{verb: gObserve, after: globalObserveSoon, why: "R7: " + tk.verb.String()}
+}
+
+// tokenRegression says why the shared etcd is behind what the lock's status published (it was
+// replaced, or restored from an older backup: DESIGN.md's token-regression rule), or "". With
+// K absent, any grant's token is above the read's revision and nothing more: a revision below
+// status.maxFencingToken (or the published fencingToken) may give a token at or below one
+// already published. With K this object's grant, a token at or below the maximum that is not
+// the published one is a regressed grant: no round vouches for it.
+func tokenRegression(in globalInput) string {
+	v, p := in.view, in.pub
+	top := max(p.maxToken, p.token)
+	switch {
+	case !v.Held && v.Rev < top:
+		return fmt.Sprintf("the shared etcd is at revision %d, below the published token %d (maxFencingToken %d, fencingToken %d): "+
+			"a grant now would have a lower token", v.Rev, top, p.maxToken, p.token)
+	case v.Held && v.Token != p.token && v.Token <= top:
+		return fmt.Sprintf("the shared etcd grants token %d, at or below the published token %d (maxFencingToken %d, fencingToken %d)",
+			v.Token, top, p.maxToken, p.token)
+	}
+	return ""
+}
+
+// regressionStep: grant nothing, write no waiting record and no round; publish Held=False
+// TokenRegression once (no holder here: a pod stops leading on its next read), then wait
+// for the operator (etcdutl snapshot restore --bump-revision), reading again every G.
+func regressionStep(in globalInput, why string) globalStep {
+	p := in.pub
+	_, phase := freeReason(in)
+	if p.heldReason != lockv1.ReasonTokenRegression || p.phase != phase || p.cluster != "" || p.holderUID != "" || p.holder != "" || p.token != 0 {
+		return globalStep{verb: gPublishFree, reason: lockv1.ReasonTokenRegression, msg: why + "; granting nothing until the shared etcd is restored with --bump-revision", why: why}
+	}
+	return globalStep{verb: gIdle, reason: lockv1.ReasonTokenRegression, after: in.leaseTTL, why: why}
+}
+
+// decideGlobalDeletedFree: the lock is being deleted and K is absent. A pod of this object's
+// last term may still lead by R5 up to S + D - m after a read that preceded K's last
+// confirmation, so the lock goes (and a lock created again under its name, with another
+// globalName or as scope Cluster, may be granted at once) only when no such pod can be valid:
+// the object never published a round (no pod of it was ever valid: rounds are never removed);
+// or this process deleted its own token after the delay from the acknowledged Releasing, and
+// the object's rounds vouch for no later token; or the delay (the largest of the lock's, T's carried one and the
+// one published) has passed on this process's clock since its first reception of a read
+// showing K absent (freeAt: a new process counts from its own first such read, as R7 does).
+func decideGlobalDeletedFree(in globalInput) globalStep {
+	v, p, m := in.view, in.pub, in.mem
+	switch {
+	case p.round == 0:
+		return globalStep{verb: gDropFinalizer, why: "deleted, and no round was ever published for this object"}
+	case m.deletedToken != 0 && p.roundToken <= m.deletedToken:
+		// T may already hold another cluster's waiting record, written as soon as K went:
+		// what matters is that no round of this object vouches for a later token than the
+		// one this process deleted (only this process grants for the object while its
+		// election stands, and newGrant forgets deletedToken).
+		return globalStep{verb: gDropFinalizer, why: fmt.Sprintf("deleted, and this process deleted its own token %d after the delay", m.deletedToken)}
+	case m.freeAt == 0:
+		return globalStep{verb: gObserve, after: globalObserveSoon, why: "deleted: no reception of K absent recorded yet"}
+	}
+	d := max(in.ownDelay, seconds(p.delay))
+	if v.TCreate != 0 {
+		d = max(d, seconds(v.Tomb.DelaySeconds))
+	}
+	if left := d - in.now.Sub(m.freeAt); left > 0 {
+		return globalStep{verb: gIdle, after: left, why: fmt.Sprintf("deleted, K absent: the lock goes %v after K was first seen gone (a pod of its last term may lead until then)", d)}
+	}
+	return globalStep{verb: gDropFinalizer, why: fmt.Sprintf("deleted, and %v passed since K was first seen gone", d)}
 }
 
 // preferenceLeft is how much longer this cluster holds back from a free grant because of
@@ -308,6 +385,23 @@ func preferenceLeft(in globalInput) time.Duration {
 		}
 	}
 	return time.Duration(rank)*in.period - in.now.Sub(in.mem.freeAt)
+}
+
+// successionGrace is how long a cluster holds back its waiting record after it first saw
+// free a grant that T records as another cluster's: that cluster may be handing the term to
+// one of its own pods (R8: its delete and its successor's grant are two transactions, and a
+// waiting record between them makes the succession fail and costs a lock delay). Liveness
+// only: the wait then counts from a newer observation, so a takeover after a lapsed grant
+// comes at most this much later.
+const successionGrace = 250 * time.Millisecond
+
+// successionLeft is how much longer this cluster holds back its waiting record so (0: none).
+func successionLeft(in globalInput) time.Duration {
+	t := in.view.Tomb
+	if in.mem.freeAt == 0 || t.Kind != lease.RecordGrant || t.Cluster.UID == in.cluster.UID {
+		return 0
+	}
+	return successionGrace - in.now.Sub(in.mem.freeAt)
 }
 
 // mayGrantHere: this cluster may make a grant of the lock now (R4': the election is valid,

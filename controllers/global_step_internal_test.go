@@ -120,6 +120,22 @@ func TestDecideGlobal(t *testing.T) {
 				t.Errorf("wait from %d carrying %d; want 40 and 20", s.rev, s.delay)
 			}
 		}},
+		{"another cluster's grant seen gone 0.1 s ago: hold the waiting record back (its succession may follow)", func(in *globalInput) {
+			withTomb(in, 30, grantRec(west, "w-obj", "w-pod", 20))
+			in.mem.freeAt = ts(99.9)
+		}, gIdle, func(t *testing.T, s globalStep) {
+			if s.after != successionGrace-100*time.Millisecond {
+				t.Errorf("after %v; want %v", s.after, successionGrace-100*time.Millisecond)
+			}
+		}},
+		{"another cluster's grant seen gone 0.5 s ago: write the waiting record", func(in *globalInput) {
+			withTomb(in, 30, grantRec(west, "w-obj", "w-pod", 20))
+			in.mem.freeAt = ts(99.5)
+		}, gWaitRecord, nil},
+		{"this cluster's own grant seen gone just now: no succession hold-back", func(in *globalInput) {
+			withTomb(in, 30, grantRec(east, "old-obj", "pod-9", 20))
+			in.mem.freeAt = ts(99.9)
+		}, gWaitRecord, nil},
 		{"the own waiting record stands, the wait has not run out: publish waiting", func(in *globalInput) {
 			withTomb(in, 41, waitRec(east, "obj", 12))
 			in.view.Rev = 45

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (r *GlobalReconciler) reconcileNamed(ctx context.Context, nn types.Namespac
 	var lock lockv1.DistributedLock
 	if err := r.APIReader.Get(ctx, nn, &lock); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mem.forget(key)
+			r.forget(key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get lock uncached: %w", err)
@@ -82,6 +83,7 @@ func (r *GlobalReconciler) reconcileNamed(ctx context.Context, nn types.Namespac
 	for range maxGlobalSteps {
 		step := decideGlobal(t.input())
 		log.FromContext(ctx).V(1).Info("global step", "lock", key, "step", step.verb.String(), "why", step.why)
+		r.noteRegression(ctx, t.lock, key, step)
 		done, err := t.apply(ctx, step)
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: globalRetry}, nil // new evidence: the next turn reads again (L5)
@@ -194,28 +196,34 @@ func (t *globalTurn) holderEndOf(ctx context.Context, g lease.GlobalRecord) stri
 // input is decideGlobal's input now.
 func (t *globalTurn) input() globalInput {
 	l := t.lock
-	lease := time.Duration(l.Spec.LeaseDurationSeconds) * time.Second
+	g := t.termLease()
 	return globalInput{
 		now: clock.Now(), owner: t.r.Election.Valid(), apiOK: t.apiOK,
 		cluster: t.r.Cluster, uid: l.UID, contender: t.contender, preference: l.Spec.ClusterPreference,
 		deleting: l.DeletionTimestamp != nil, suspend: l.Spec.Suspend,
-		ownDelay: seconds(l.Spec.EffectiveLockDelaySeconds()), period: lease / 3, leaseTTL: lease,
+		ownDelay: seconds(l.Spec.EffectiveLockDelaySeconds()), period: g / 3, leaseTTL: g,
 		view: t.view, pub: publishedOf(&l.Status), candidate: t.chooseCandidate(), holderEnd: t.holderEnd,
 		mem: t.r.mem.get(t.key, l.UID),
 	}
+}
+
+// termLease is G of the turn's view (termLease): the grant's own TTL when K is this
+// object's grant.
+func (t *globalTurn) termLease() time.Duration {
+	return termLease(&t.lock.Spec, &t.lock.Status, t.view, t.r.Cluster, t.lock.UID)
 }
 
 // apply performs one step; done ends the turn (t.requeue says when to run again).
 func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err error) {
 	r, l, name := t.r, t.lock, t.lock.Spec.GlobalName
 	guard := r.Election.IsOwner()
-	period := time.Duration(l.Spec.LeaseDurationSeconds) * time.Second / 3
+	period := t.termLease() / 3
 	switch s.verb {
 	case gIdle, gObserve:
 		t.requeue = s.after
 		return true, nil
 	case gDropFinalizer:
-		r.mem.forget(t.key)
+		r.forget(t.key)
 		return true, r.dropFinalizer(ctx, l)
 	case gPublishElsewhere:
 		st := l.Status.DeepCopy()
@@ -224,7 +232,7 @@ func (t *globalTurn) apply(ctx context.Context, s globalStep) (done bool, err er
 	case gPublishFree:
 		st := l.Status.DeepCopy()
 		_, phase := freeReason(t.input())
-		publishFree(st, l.Generation, phase, s.reason, freeMessage(s.reason))
+		publishFree(st, l.Generation, phase, s.reason, cmp.Or(s.msg, freeMessage(s.reason)))
 		return false, t.write(ctx, st)
 	case gConfirm:
 		token := t.view.Token
@@ -293,7 +301,8 @@ func (t *globalTurn) writeRound(ctx context.Context, s globalStep) error {
 	l, v := t.lock, t.view
 	round := l.Status.GlobalRound + 1
 	st := l.Status.DeepCopy()
-	publishRound(st, l.Generation, t.r.Cluster.Name, v.Grant, v.Token, v.Lease, round, l.Spec.LeaseDurationSeconds, s.releasing, s.reason, metav1.Now())
+	g := t.termLease()
+	publishRound(st, l.Generation, t.r.Cluster.Name, v.Grant, v.Token, v.Lease, round, seconds32(g), s.releasing, s.reason, metav1.Now())
 	sent := clock.Now()
 	t.r.mem.update(t.key, l.UID, func(o *globalObject) {
 		if o.roundToken != v.Token {
@@ -301,7 +310,7 @@ func (t *globalTurn) writeRound(ctx context.Context, s globalStep) error {
 		}
 		o.roundSent, o.roundWritten = sent, true
 	})
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(l.Spec.LeaseDurationSeconds)*time.Second/3)
+	wctx, cancel := context.WithTimeout(ctx, g/3)
 	defer cancel()
 	if err := t.write(wctx, st); err != nil {
 		return err // an ambiguous write is no evidence (C6): the next turn reads
@@ -323,10 +332,12 @@ func (t *globalTurn) grant(ctx context.Context, s globalStep, guard clientv3.Cmp
 	if c == nil {
 		return t.observe(ctx)
 	}
+	ttl := seconds(l.Spec.LeaseDurationSeconds)
 	req := lease.GlobalGrantRequest{
 		Basis: s.basis, Rev: s.rev,
-		Record: lease.GlobalRecord{Cluster: t.r.Cluster, Object: string(l.UID), Holder: c.name, HolderUID: string(c.uid), DelaySeconds: s.delay},
-		TTL:    time.Duration(l.Spec.LeaseDurationSeconds) * time.Second,
+		Record: lease.GlobalRecord{Cluster: t.r.Cluster, Object: string(l.UID), Holder: c.name, HolderUID: string(c.uid), DelaySeconds: s.delay,
+			LeaseSeconds: l.Spec.LeaseDurationSeconds}, // G, for P0 and the keepalives of the term (termLease)
+		TTL: ttl,
 	}
 	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()

@@ -149,7 +149,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			j.finish(ErrNotLeading)
 			return
 		}
-		err := e.sendRelease(relCtx, j.lin, j.token)
+		err := e.sendRelease(relCtx, j.lin, j.token, j.obj)
 		e.count.release(err)
 		j.finish(err)
 	}

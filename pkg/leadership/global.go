@@ -154,14 +154,9 @@ func roundsRegressed(reads []globalRead, uid types.UID) bool {
 // vouchingRound finds, among the consistent reads of the object the newest consistent read
 // was of, the highest round vouching for token while Held by this pod. It finds none unless
 // that newest read shows token Held by this pod: once a read shows the term over, no earlier
-// read keeps it.
+// read keeps it. The newest read is newestRead's, by round, not by send order.
 func vouchingRound(reads []globalRead, token int64) (types.UID, int64, bool) {
-	newest := -1
-	for i := range reads {
-		if reads[i].consistent {
-			newest = i
-		}
-	}
+	newest := newestRead(reads)
 	if token <= 0 || newest < 0 || reads[newest].heldToken != token {
 		return "", 0, false
 	}
@@ -180,6 +175,37 @@ func vouchingRound(reads []globalRead, token int64) (types.UID, int64, bool) {
 		}
 	}
 	return uid, r, found
+}
+
+// newestRead is the index of the newest consistent read, in the order the API server
+// linearized them, of the object the last read sent was of; -1 when there is none. Rounds
+// only go up on one object, so the read showing the highest round was linearized last,
+// whatever the send order: two reads in flight at once may be linearized opposite to it (a
+// read sent earlier showing a higher round). Of the reads showing that round, it is the one
+// sent last. (A read showing a lower round after another's answer was received is a
+// regression, which roundsRegressed refuses.)
+func newestRead(reads []globalRead) int {
+	last := -1
+	for i := range reads {
+		if reads[i].consistent {
+			last = i
+		}
+	}
+	if last < 0 {
+		return -1
+	}
+	uid := reads[last].lockUID
+	newest := -1
+	for i := range reads {
+		o := &reads[i]
+		if !o.consistent || o.lockUID != uid {
+			continue
+		}
+		if n := &reads[max(newest, 0)]; newest < 0 || o.round > n.round || (o.round == n.round && o.sent >= n.sent) {
+			newest = i
+		}
+	}
+	return newest
 }
 
 // lowestDelay is the lowest delay that a consistent read of object uid showed with a round

@@ -4,41 +4,20 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// recreateGlobal deletes h's lock (a Cluster lock) and creates it again under its name as a
-// Global lock (spec.scope is immutable: the only way to change it), then plays its controller:
-// round 1 with no holder, round 2 granting pod-a shared-etcd token globalToken, round 3.
-func recreateGlobal(t *testing.T, h *harness, rounds *roundReads) {
+// createGlobalLock creates a Global lock at key with no status.
+func createGlobalLock(t *testing.T, key client.ObjectKey, leaseSeconds int32) {
 	t.Helper()
-	old := &lockv1.DistributedLock{}
-	if err := k8s.Get(t.Context(), h.key, old); err != nil {
-		t.Fatalf("get lock: %v", err)
-	}
-	if err := k8s.Delete(t.Context(), old); err != nil {
-		t.Fatalf("delete lock: %v", err)
-	}
-	// The test environment's admission policy adds lockwarden.io/release once its policy is
-	// in force (config/policy), and no controller runs here to remove it: drop it as the
-	// controller would once the term's etcd grant is gone.
-	if err := k8s.Get(t.Context(), h.key, old); err == nil && len(old.Finalizers) > 0 {
-		old.Finalizers = nil
-		if err := k8s.Update(t.Context(), old); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatalf("remove the finalizer: %v", err)
-		}
-	}
-	eventually(t, 10*time.Second, func() bool {
-		return apierrors.IsNotFound(k8s.Get(t.Context(), h.key, &lockv1.DistributedLock{}))
-	}, func() string { return "the Cluster lock is not gone" })
 	lock := &lockv1.DistributedLock{
-		ObjectMeta: metav1.ObjectMeta{Name: h.key.Name, Namespace: h.key.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
 		Spec: lockv1.DistributedLockSpec{
 			Candidates:           lockv1.Candidates{Selector: lockv1.MatchLabels(map[string]string{"app": "worker"})},
-			LeaseDurationSeconds: 6,
+			LeaseDurationSeconds: leaseSeconds,
 			Scope:                lockv1.ScopeGlobal,
 			GlobalName:           "global-leader",
 		},
@@ -46,6 +25,15 @@ func recreateGlobal(t *testing.T, h *harness, rounds *roundReads) {
 	if err := k8s.Create(t.Context(), lock); err != nil {
 		t.Fatalf("create the Global lock: %v", err)
 	}
+}
+
+// recreateGlobal deletes h's lock (a Cluster lock) and creates it again under its name as a
+// Global lock (spec.scope is immutable: the only way to change it), then plays its controller:
+// round 1 with no holder, round 2 granting pod-a shared-etcd token globalToken, round 3.
+func recreateGlobal(t *testing.T, h *harness, rounds *roundReads) {
+	t.Helper()
+	deleteLock(t, h.key)
+	createGlobalLock(t, h.key, 6)
 	created := time.Now()
 	setStatus(t, h.key, pending)
 	rounds.waitRound(t, 1, created, 10*time.Second)

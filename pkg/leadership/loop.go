@@ -156,7 +156,7 @@ func (l *loop) observe(o observation) {
 	sv := o.lock.Status.SlotView(slot)
 	st := &sv
 	lin := lineageOf(o.lock)
-	l.view = view{uid: st.HolderUID, token: st.FencingToken, lin: lin, phase: st.Phase}
+	l.view = view{obj: o.lock.UID, uid: st.HolderUID, token: st.FencingToken, lin: lin, phase: st.Phase}
 	l.e.setLeader(st)
 	l.e.setEnding(st)
 	// A released token is not led again, by this process or a later one of the same pod: the

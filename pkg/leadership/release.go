@@ -2,7 +2,6 @@ package leadership
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -29,8 +28,12 @@ var (
 // releaseJob is one release to send, after the callbacks queued before it.
 type releaseJob struct {
 	token int64
-	lin   lineage      // the lineage of token
-	done  chan<- error // capacity 1, or nil when nobody waits (an automatic release)
+	lin   lineage // the lineage of token
+	// obj is the UID of the lock object the release was decided on: the patch applies to
+	// that object only (a lock deleted and created again under its name is another object,
+	// whose term of the same number is another term).
+	obj  types.UID
+	done chan<- error // capacity 1, or nil when nobody waits (an automatic release)
 	// auto: sent by Config.ReleaseOnStop, only if the term's OnStartedLeading ran until the
 	// term ended (or never ran); Release's own jobs are sent regardless.
 	auto bool
@@ -38,6 +41,7 @@ type releaseJob struct {
 
 // view is what the newest accepted observation says about the holder.
 type view struct {
+	obj   types.UID // the lock object's UID
 	uid   types.UID
 	token int64
 	lin   lineage // the lineage of the lock's tokens (lineage.go)
@@ -69,8 +73,11 @@ func (v view) names(lin lineage, uid types.UID, token int64) bool {
 // that exits first has its term ended by other proof or the lock delay). A release without an
 // answer (a timeout, a lost connection: it may have been applied) keeps the token released,
 // and is sent again when an observation shows the term still Held or Releasing without the
-// annotation. It returns ctx's error when ctx ends first (the release
-// may still be sent), and ErrNotRunning when Run is not running.
+// annotation. The patch applies only to the lock object (UID) the release was decided on: a
+// lock deleted and created again under its name meanwhile is left as it is (its term of the
+// same number is another term), and Release returns an error wrapping ErrNotLeading. It
+// returns ctx's error when ctx ends first (the release may still be sent), and ErrNotRunning
+// when Run is not running.
 func (e *Elector) Release(ctx context.Context) error {
 	if !e.ran.Load() {
 		return ErrNotRunning
@@ -99,10 +106,10 @@ func (l *loop) release(done chan<- error) {
 		l.abandon() // Abandon's notice has not arrived yet: end it without a release
 		done <- ErrNotLeading
 	case l.term != nil:
-		l.endTerm("release requested", &releaseJob{token: l.term.token, lin: l.term.lin, done: done})
+		l.endTerm("release requested", &releaseJob{token: l.term.token, lin: l.term.lin, obj: l.view.obj, done: done})
 	case l.lastTerm != 0 && l.lastTerm > l.e.abandoned.load(l.lastLin) && l.view.names(l.lastLin, me, l.lastTerm):
 		l.e.released.raise(l.lastLin, l.lastTerm)
-		l.cb.release(&releaseJob{token: l.lastTerm, lin: l.lastLin, done: done})
+		l.cb.release(&releaseJob{token: l.lastTerm, lin: l.lastLin, obj: l.view.obj, done: done})
 	default:
 		done <- ErrNotLeading
 	}
@@ -116,18 +123,22 @@ func (l *loop) autoRelease(token int64, lin lineage) *releaseJob {
 	if !l.e.cfg.ReleaseOnStop || token <= l.e.abandoned.load(lin) || !l.view.names(lin, l.e.cfg.Identity, token) {
 		return nil
 	}
-	return &releaseJob{token: token, lin: lin, auto: true}
+	return &releaseJob{token: token, lin: lin, obj: l.view.obj, auto: true}
 }
 
-// sendRelease patches the holder-release annotation for token, of lineage lin; run by the
-// callback runner.
+// sendRelease patches the holder-release annotation for token, of lineage lin, on the lock
+// object obj (its UID: the object the release was decided on); run by the callback runner.
 // When the API server refused it, it lets the loop lead the token again; when the outcome is
-// unknown the token stays released. Either error is returned, and logged here.
-func (e *Elector) sendRelease(ctx context.Context, lin lineage, token int64) error {
+// unknown the token stays released. Either error is returned, and logged here. When the lock
+// is another object by now (deleted and created again under its name), the term the release
+// was for is gone: nothing is patched, the token stays released in its lineage, and the
+// error wraps ErrNotLeading. The release is never sent on to the new object: its term of the
+// same number is another term, which only a decision on that object may release.
+func (e *Elector) sendRelease(ctx context.Context, lin lineage, token int64, obj types.UID) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReleaseTimeout)
 	defer cancel()
 	value := lockv1.HolderReleaseValue(e.cfg.Identity, token)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{lockv1.AnnotationHolderRelease: value}}})
+	patch, err := releasePatch(value, obj)
 	if err != nil {
 		return fmt.Errorf("leadership: encode release: %w", err)
 	}
@@ -149,6 +160,10 @@ func (e *Elector) sendRelease(ctx context.Context, lin lineage, token int64) err
 			// observation that shows the term without the annotation sends it again.
 			log.Info("release outcome unknown; the token stays released", "token", token, "status", code, "error", err.Error())
 			return err
+		}
+		if lockReplaced(err) {
+			log.Info("release not applied: the lock is another object than the one the term was on (deleted and created again); the term is gone", "token", token, "object", obj)
+			return fmt.Errorf("%w: %w", ErrNotLeading, err)
 		}
 		if otherSlotReleasePending(err) {
 			// Another slot's holder confirmed its term first (one annotation serves every
@@ -174,7 +189,7 @@ func (l *loop) resend(token int64, lin lineage) {
 		return
 	}
 	l.log.Info("release not on the lock; sending it again", "token", token)
-	l.cb.release(&releaseJob{token: token, lin: lin})
+	l.cb.release(&releaseJob{token: token, lin: lin, obj: l.view.obj})
 }
 
 // skip drops an automatic release the runner may not send (the term's OnStartedLeading

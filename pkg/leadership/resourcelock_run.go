@@ -134,7 +134,9 @@ func (l *ResourceLock) releaseAfterStop(ctx context.Context) {
 // leading after a read that did not confirm the term: controller-runtime then stops waiting
 // for the runnables, so Start's nil does not mean they returned. Release and Update exclude
 // each other: a term an Update confirms is not released under it, and a released token is
-// never led again. Valid() is false from the call on.
+// never led again. Valid() is false from the call on. The patch applies only to the object
+// (UID) the read showed: a lock deleted and created again under its name after that read is
+// left as it is, and Release returns an error wrapping ErrNotLeading.
 func (l *ResourceLock) Release(ctx context.Context) error {
 	l.rw.Lock()
 	defer l.rw.Unlock()
@@ -161,5 +163,5 @@ func (l *ResourceLock) Release(ctx context.Context) error {
 		return ErrNotLeading // another lineage's token is another grant, whatever its number
 	}
 	l.e.released.raise(t.lin, t.token)
-	return l.e.sendRelease(ctx, t.lin, t.token)
+	return l.e.sendRelease(ctx, t.lin, t.token, lock.UID) // on the object this read showed only
 }

@@ -138,7 +138,7 @@ func (l *ResourceLock) read(ctx context.Context, get bool) (*lockv1.DistributedL
 	if g == grantResend {
 		// A release this lock sent may have been lost: send it again (its outcome settles the
 		// token as Release does).
-		_ = l.e.sendRelease(ctx, lin, lock.Status.FencingToken)
+		_ = l.e.sendRelease(ctx, lin, lock.Status.FencingToken, lock.UID)
 	}
 	return lock, r, nil
 }

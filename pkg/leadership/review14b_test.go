@@ -1,6 +1,7 @@
 package leadership_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,16 +109,17 @@ func TestReview14bOptionsBadTimingsAccepted(t *testing.T) {
 	}
 }
 
-// gatedTransport holds the first GET sent while armed until open is closed; held is closed
-// when that GET arrived.
+// gatedTransport holds the first request of method (GET when empty) sent while armed until
+// open is closed; held is closed when that request arrived.
 type gatedTransport struct {
 	next       http.RoundTripper
+	method     string
 	armed      *atomic.Bool
 	held, open chan struct{}
 }
 
 func (g gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && g.armed.CompareAndSwap(true, false) {
+	if req.Method == cmp.Or(g.method, http.MethodGet) && g.armed.CompareAndSwap(true, false) {
 		close(g.held)
 		<-g.open
 	}

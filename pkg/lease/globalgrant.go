@@ -117,6 +117,7 @@ type GlobalGrantRequest struct {
 	Rev int64
 	// Record is K's and T's record; Kind is set to RecordGrant. DelaySeconds is the carried
 	// delay, which the caller computes (R6): the engine does not read T's record.
+	// LeaseSeconds, when set, must be TTL's seconds.
 	Record GlobalRecord
 	// TTL is G, the grant lease's TTL: whole seconds, at least MinTTL.
 	TTL time.Duration
@@ -146,6 +147,9 @@ func (r GlobalGrantRequest) validate() error {
 	}
 	if r.TTL < MinTTL || r.TTL%time.Second != 0 {
 		return invalidf("grant TTL %v: want whole seconds, at least %v", r.TTL, MinTTL)
+	}
+	if r.Record.LeaseSeconds != 0 && time.Duration(r.Record.LeaseSeconds)*time.Second != r.TTL {
+		return invalidf("grant record carries lease %d s, the grant's TTL is %v: want them equal", r.Record.LeaseSeconds, r.TTL)
 	}
 	return r.Record.validate()
 }

@@ -114,6 +114,12 @@ func TestGlobalBadInput(t *testing.T) {
 		{"grant no holder", func(c context.Context) error {
 			return grant(c, "n", req(func(r *lease.GlobalGrantRequest) { r.Record.Holder = "" }))
 		}, "want both"},
+		{"grant record lease not the TTL", func(c context.Context) error {
+			return grant(c, "n", req(func(r *lease.GlobalGrantRequest) { r.Record.LeaseSeconds = 6 }))
+		}, "carries lease 6 s"},
+		{"grant record lease negative", func(c context.Context) error {
+			return grant(c, "n", req(func(r *lease.GlobalGrantRequest) { r.Record.LeaseSeconds = -3 }))
+		}, "carries lease -3 s"},
 		{"grant no guard", func(c context.Context) error {
 			_, _, err := g.Grant(c, "n", req(func(*lease.GlobalGrantRequest) {}), no)
 			return err

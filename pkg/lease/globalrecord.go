@@ -38,6 +38,11 @@ type GlobalRecord struct {
 	HolderUID string `json:"holderUID,omitempty"`
 	// DelaySeconds is the delay the record carries (R6, R7.1), positive.
 	DelaySeconds int32 `json:"delaySeconds"`
+	// LeaseSeconds is G, the TTL of the lease a grant's K was put on, in seconds (Grant
+	// checks it against the TTL): the holder's round cadence P0 = G/3 and its keepalives follow the grant, not a
+	// lease duration changed later. 0 in a waiting record and in a grant's record written
+	// before the field existed (the caller then falls back to what it published).
+	LeaseSeconds int32 `json:"leaseSeconds,omitempty"`
 }
 
 // GlobalView is one linearizable read of K and T at one revision (one Txn with two Gets).
@@ -157,6 +162,9 @@ func (r GlobalRecord) validate() error {
 	}
 	if r.DelaySeconds <= 0 {
 		return invalidf("record carries delay %d s: want a positive delay", r.DelaySeconds)
+	}
+	if r.LeaseSeconds < 0 {
+		return invalidf("record carries lease %d s: want a positive lease, or none", r.LeaseSeconds)
 	}
 	return nil
 }
