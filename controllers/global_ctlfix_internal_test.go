@@ -60,8 +60,9 @@ func TestDecideGlobalCtlFix(t *testing.T) {
 		{"regression already published: nothing, no grant", func(in *globalInput) {
 			in.pub = publishedTerm{phase: lockv1.PhasePending, maxToken: 900, heldReason: lockv1.ReasonTokenRegression}
 		}, gIdle, wantReason(lockv1.ReasonTokenRegression)},
-		{"K absent, revision 40 at the published maximum 40: a first grant (its token is above 40)", func(in *globalInput) {
+		{"K absent, revision 40 at the published maximum 40: a first grant (its token is above 40), once the lock delay passed since the grant was seen free (T unwritten under a published term)", func(in *globalInput) {
 			in.pub.maxToken = 40
+			in.mem.freeAt = ts(50)
 		}, gGrant, nil},
 		{"own K with the published token, maxFencingToken higher than it: rounds go on", func(in *globalInput) {
 			ownHeld(in)

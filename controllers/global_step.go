@@ -270,6 +270,9 @@ func decideGlobalFree(in globalInput) globalStep {
 		if left := preferenceLeft(in); left > 0 {
 			return globalStep{verb: gIdle, after: left, why: "clusterPreference: a more preferred cluster may take the first grant"}
 		}
+		if left := unwrittenTombLeft(in); left > 0 {
+			return globalStep{verb: gIdle, after: left, why: "T was never written, but this lock published a term: the shared etcd was replaced, so the first grant waits the lock delay"}
+		}
 		return globalStep{verb: gGrant, basis: lease.GrantFirst, delay: own, why: "R6': T was never written"}
 	}
 	reason, wantPhase := freeReason(in)
@@ -284,10 +287,10 @@ func decideGlobalFree(in globalInput) globalStep {
 	tk := decideTakeover(takeoverFrom(in))
 	switch tk.verb {
 	case takeTombstone:
-		if left := preferenceLeft(in); left > 0 && !in.mem.tomb.sent {
+		if left := preferenceLeft(in); left > 0 && !ownWaitCurrent(in) {
 			return globalStep{verb: gIdle, after: left, why: "clusterPreference: a more preferred cluster may start its wait first"}
 		}
-		if left := successionLeft(in); left > 0 && !in.mem.tomb.sent {
+		if left := successionLeft(in); left > 0 && !ownWaitCurrent(in) {
 			return globalStep{verb: gIdle, after: left, why: "another cluster's grant was just deleted: its own succession (R8) may follow"}
 		}
 		return globalStep{verb: gWaitRecord, rev: tk.basis, delay: max(own, v.Tomb.DelaySeconds), why: fmt.Sprintf("R7.2: wait from revision %d", tk.basis)}
@@ -385,6 +388,31 @@ func preferenceLeft(in globalInput) time.Duration {
 		}
 	}
 	return time.Duration(rank)*in.period - in.now.Sub(in.mem.freeAt)
+}
+
+// unwrittenTombLeft is how much longer a first grant (R6': T never written) waits because
+// this lock's status shows it once had a term (a round, or a token): T is never deleted, so
+// the shared etcd was replaced or restored without T, and a pod of that term, of this
+// cluster or (published here) of another, may lead up to S + D - m. The grant then waits the
+// larger of this lock's delay and the published one from when this process first saw the
+// grant free, as a takeover would (review rev-fix). 0: the lock never showed a term.
+func unwrittenTombLeft(in globalInput) time.Duration {
+	p := in.pub
+	if p.round == 0 && p.token == 0 && p.maxToken == 0 {
+		return 0
+	}
+	if in.mem.freeAt == 0 {
+		return globalObserveSoon
+	}
+	d := max(in.ownDelay, time.Duration(p.delay)*time.Second)
+	return d - in.now.Sub(in.mem.freeAt)
+}
+
+// ownWaitCurrent: this process's waiting record was sent in the current free period (its
+// basis is at or after the revision T stood at when the grant was first seen free); a
+// record of an earlier free period must not switch the hold-backs off (review rev-fix).
+func ownWaitCurrent(in globalInput) bool {
+	return in.mem.tomb.sent && in.mem.tomb.basis >= in.mem.freeMod
 }
 
 // successionGrace is how long a cluster holds back its waiting record after it first saw
