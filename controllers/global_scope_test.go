@@ -12,14 +12,11 @@ import (
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/controllers"
+	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 )
 
-// globalLock makes spec a Global lock for globalName with a 6 s lease (the least allowed).
-func globalLock(globalName string) func(*lockv1.DistributedLockSpec) {
-	return func(s *lockv1.DistributedLockSpec) {
-		s.Scope, s.GlobalName, s.LeaseDurationSeconds = lockv1.ScopeGlobal, globalName, lockv1.MinGlobalLeaseDurationSeconds
-	}
-}
+// globalLock makes spec a Global lock (controllertest.GlobalLock).
+var globalLock = controllertest.GlobalLock
 
 // TestGlobalLocksIgnoredByClusterReconciler: on a manager without --cluster-name, a Global
 // lock beside a cluster-scoped one over the same Ready pod gets Held=False ClusterNameUnset

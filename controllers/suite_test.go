@@ -1,20 +1,15 @@
 package controllers_test
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockwarden/lockwarden/controllers"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -27,11 +22,6 @@ var (
 	k8s    client.WithWatch // uncached: tests assert through a live client
 )
 
-// policyLabel marks the namespaces of this suite's fixtures: the finalizer policy's binding
-// is scoped to them, as it must be for managers run with --watch-namespaces (every manager
-// here watches its fixture's namespace only; CheckFinalizerScope).
-const policyLabel = "lockwarden.io/test-fixture"
-
 // TestMain starts one control plane (with the shipped admission policy, its finalizer
 // binding scoped to the fixtures' namespaces) and the controller's etcd for every test here.
 func TestMain(m *testing.M) {
@@ -40,32 +30,14 @@ func TestMain(m *testing.M) {
 		if scheme, err = testenv.Scheme(); err != nil {
 			return err
 		}
-		return scopeFinalizerBinding(s.Client)
+		return controllertest.ScopeFinalizerBinding(s.Client)
 	}))
-}
-
-// scopeFinalizerBinding limits the shipped finalizer binding to namespaces labelled
-// policyLabel (docs/install.md: a binding for managers that watch some namespaces).
-func scopeFinalizerBinding(c client.Client) error {
-	var b admissionv1.MutatingAdmissionPolicyBinding
-	if err := c.Get(context.Background(), client.ObjectKey{Name: controllers.FinalizerPolicyName}, &b); err != nil {
-		return fmt.Errorf("read the finalizer binding: %w", err)
-	}
-	b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{policyLabel: "true"}}}
-	if err := c.Update(context.Background(), &b); err != nil {
-		return fmt.Errorf("scope the finalizer binding: %w", err)
-	}
-	return nil
 }
 
 // fixtureNamespace is a new namespace for a fixture, under the suite's finalizer binding.
 func fixtureNamespace(t testing.TB, prefix string) *corev1.Namespace {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix, Labels: map[string]string{policyLabel: "true"}}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns
+	return controllertest.FixtureNamespace(t, k8s, prefix)
 }
 
 // fixture is one test's namespace, etcd prefix and running controller.

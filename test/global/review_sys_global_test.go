@@ -1,4 +1,4 @@
-package controllers_test
+package global_test
 
 import (
 	"context"
@@ -13,14 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/apiproxy"
 	"github.com/lockwarden/lockwarden/internal/etcdtest"
-	"github.com/lockwarden/lockwarden/internal/podsim"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 	"github.com/lockwarden/lockwarden/pkg/leadership"
@@ -54,10 +52,9 @@ type sysSide struct {
 	// mgrTCP is a TCP proxy between the manager and its API server (used instead of mgrAPI
 	// with useTCP): paused bytes are delivered when it unpauses, also those of requests
 	// their sender gave up on, so a write can commit long after it was sent.
-	mgrTCP  *etcdtest.Proxy
-	useTCP  bool
-	kubelet *podsim.Kubelet
-	pods    []*sysPod
+	mgrTCP *etcdtest.Proxy
+	useTCP bool
+	pods   []*sysPod
 	// electionTTL and electionLossExpected configure the manager (controllertest.Config).
 	electionTTL          time.Duration
 	electionLossExpected bool
@@ -295,14 +292,9 @@ func newSysSide(t *testing.T, name string, cfg *testenv.Env, c client.WithWatch,
 		t.Fatalf("%s: manager's API proxy: %v", name, err)
 	}
 	t.Cleanup(func() { _ = ap.Close() })
-	cs, err := kubernetes.NewForConfig(cfg.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &sysSide{
 		clusterSide: &clusterSide{t: t, name: name, cfg: cfg, c: c, ns: ns, backend: b, global: g},
 		mgrAPI:      ap, mgrEtcd: ep, mgrTCP: etcdtest.NewProxy(t, cfg.Config.Host),
-		kubelet: &podsim.Kubelet{Client: cs, Namespace: ns},
 	}
 }
 
@@ -325,10 +317,7 @@ func (s *sysSide) startManager() {
 // addPod creates a Running and Ready candidate (app=g) and its Elector behind a proxy of its own.
 func (s *sysSide) addPod(name string) *sysPod {
 	s.t.Helper()
-	p, err := s.kubelet.CreateReadyPod(bg(), name, map[string]string{"app": "g"})
-	if err != nil {
-		s.t.Fatalf("%s: %v", s.name, err)
-	}
+	p := s.pod(name, "g")
 	px, err := apiproxy.Start(s.cfg.Config, apiproxy.Options{})
 	if err != nil {
 		s.t.Fatalf("%s: pod proxy: %v", s.name, err)
@@ -539,7 +528,7 @@ func TestReviewSysGlobal(t *testing.T) {
 		del := time.Now()
 		// The node is lost: PodGC writes Failed (containers still running) and force-deletes;
 		// the process behind the cut keeps running.
-		if err := sc.holder.kubelet.PodGC(bg(), sc.holderPod.pod); err != nil {
+		if err := sc.holder.sim().PodGC(bg(), sc.holderPod.pod); err != nil {
 			t.Fatal(err)
 		}
 		// In-cluster bound: the last successful read's send + L - m; reads every L/3.

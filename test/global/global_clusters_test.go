@@ -1,4 +1,4 @@
-package controllers_test
+package global_test
 
 import (
 	"context"
@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/controllers"
+	"github.com/lockwarden/lockwarden/internal/podsim"
 	"github.com/lockwarden/lockwarden/internal/testenv"
 	"github.com/lockwarden/lockwarden/internal/testenv/controllertest"
 	"github.com/lockwarden/lockwarden/pkg/lease"
@@ -47,6 +49,7 @@ type clusterSide struct {
 	backend *controllertest.Backend
 	global  *lease.Global
 	stop    func()
+	kubelet *podsim.Kubelet // sim()
 }
 
 // plane is a control plane: its Env and an uncached client.
@@ -105,21 +108,26 @@ func (s *clusterSide) start() {
 	s.t.Cleanup(s.stop)
 }
 
-// pod creates a Running and Ready pod labelled app=<app>.
+// sim is the side's stand-in kubelet (internal/podsim), made on first use.
+func (s *clusterSide) sim() *podsim.Kubelet {
+	s.t.Helper()
+	if s.kubelet == nil {
+		cs, err := kubernetes.NewForConfig(s.cfg.Config)
+		if err != nil {
+			s.t.Fatalf("%s: clientset: %v", s.name, err)
+		}
+		s.kubelet = &podsim.Kubelet{Client: cs, Namespace: s.ns}
+	}
+	return s.kubelet
+}
+
+// pod creates a pod labelled app=<app>, bound to a node and reported Running and Ready as a
+// kubelet reports it (podsim.CreateReadyPod).
 func (s *clusterSide) pod(name, app string) *corev1.Pod {
 	s.t.Helper()
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: map[string]string{"app": app}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
-	}
-	if err := s.c.Create(bg(), p); err != nil {
-		s.t.Fatalf("%s: create pod %s: %v", s.name, name, err)
-	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: true, ContainerID: "containerd://" + string(p.UID), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
-	if err := s.c.Status().Update(bg(), p); err != nil {
-		s.t.Fatalf("%s: set pod %s ready: %v", s.name, name, err)
+	p, err := s.sim().CreateReadyPod(bg(), name, map[string]string{"app": app})
+	if err != nil {
+		s.t.Fatalf("%s: %v", s.name, err)
 	}
 	return p
 }
