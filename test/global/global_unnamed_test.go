@@ -1,4 +1,4 @@
-package controllers_test
+package global_test
 
 import (
 	"fmt"
