@@ -2,7 +2,6 @@ package global_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,47 +47,9 @@ func r5Bound(reads []podRead) (time.Time, bool) {
 // goes"): once it is gone, a lock of the same name created again with another globalName
 // (immutable, so delete and re-create is how a user changes it) is granted at once by R6'.
 func TestReviewCtlGlobalDeletedAfterLapse(t *testing.T) {
-	ns := fixtureNamespace(t, "revctl-").Name
-	b := controllertest.NewBackend(t, etcd.Endpoint)
-	g, err := lease.NewGlobal(b.Client, fmt.Sprintf("/lockwarden-test-global/%d", globalPrefixes.Add(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &clusterSide{t: t, name: "east", cfg: env, c: k8s, ns: ns, backend: b, global: g}
-	p1 := s.pod("p1", "old")
-	s.lock("x", "old", "old.example.com")
-	s.start()
-
-	// The holder pod's reads: uncached GETs, every 50 ms.
-	var (
-		mu    sync.Mutex
-		reads []podRead
-		gone  time.Time
-	)
-	stopPoll, polled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(polled)
-		for {
-			select {
-			case <-stopPoll:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			sent := time.Now()
-			l, err := s.get("x")
-			mu.Lock()
-			switch {
-			case apierrors.IsNotFound(err):
-				if gone.IsZero() {
-					gone = sent
-				}
-			case err == nil && gone.IsZero():
-				reads = append(reads, podRead{sent: sent, uid: l.UID, st: *l.Status.DeepCopy()})
-			}
-			mu.Unlock()
-		}
-	}()
-	defer func() { close(stopPoll); <-polled }()
+	s, b, g, p1 := oneCluster(t, "revctl-", "old", "old.example.com")
+	ns := s.ns
+	h := pollHolder(t, s, "x") // the holder pod's reads
 
 	held := waitSide(t, s, "x", 15*time.Second, "held with round 4", func(st *lockv1.DistributedLockStatus) bool {
 		return heldHereBy(p1)(st) && st.GlobalRound >= 4
@@ -104,26 +65,13 @@ func TestReviewCtlGlobalDeletedAfterLapse(t *testing.T) {
 	if _, err := b.Client.Revoke(bg(), v.Lease); err != nil {
 		t.Fatalf("revoke K's lease (its expiry): %v", err)
 	}
-	time.Sleep(200 * time.Millisecond) // a read of the deleted, still Held lock
-	mu.Lock()
-	bound, ok := r5Bound(reads)
-	mu.Unlock()
-	if !ok {
-		t.Fatalf("the holder pod's reads give no R5 bound: %s", describeGlobal(&held.Status))
-	}
+	bound := h.bound(t, held)
 	restarted := time.Now()
 	s.stop = controllertest.Start(t, s.cfg.Config, controllertest.Config{
 		Namespace: ns, Engine: b.Engine, Identity: "east-manager", ClusterName: "east", Global: g,
 	})
 	t.Cleanup(s.stop)
-	eventually(t, 25*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return !gone.IsZero()
-	}, func() string { return "the deleted lock is never let go" })
-	mu.Lock()
-	goneAt := gone
-	mu.Unlock()
+	goneAt := h.waitGone(t, 25*time.Second)
 	t.Logf("manager restarted %v before the pod's R5 bound; the lock gone %v after the restart", bound.Sub(restarted).Round(time.Millisecond), goneAt.Sub(restarted).Round(time.Millisecond))
 	if goneAt.Before(bound) {
 		t.Errorf("the deleted lock was gone at %s, %v before the end of pod p1's term by R5 (%s; token %d, round %d, D %d s): the finalizer dropped while the term could be valid",
